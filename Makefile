@@ -1,0 +1,40 @@
+# The two commands of a fresh machine:
+#   make run    start inboxd all-in-one (embedded NATS, local Postgres)
+#   make test   run the whole test suite
+# Both prepare Postgres themselves (deploy/dev/postgres.sh).
+
+export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
+export GOFLAGS ?= -buildvcs=false
+
+DATA ?= ./data
+TEST_TIMEOUT ?= 14m
+
+.PHONY: run test postgres build vet proto bench clean
+
+run: postgres
+	go run ./cmd/inboxd --data $(DATA)
+
+test: postgres
+	go vet ./...
+	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+postgres:
+	deploy/dev/postgres.sh
+
+build:
+	go build -o bin/ ./cmd/...
+
+vet:
+	go vet ./...
+
+bench: postgres
+	go test -run '^$$' -bench . -benchmem ./...
+
+# Regenerate wire/pb from wire/pb/inboxd.proto (installs protoc and protoc-gen-go).
+proto:
+	command -v protoc >/dev/null || (apt-get update -q && apt-get install -y -q protobuf-compiler)
+	go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	go generate ./wire/pb
+
+clean:
+	rm -rf bin $(DATA)

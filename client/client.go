@@ -1,0 +1,349 @@
+// Package client is the Go client of inboxd: it connects over WebSocket or
+// raw TCP, says hello with a signed token, reconnects with jittered backoff,
+// and sends messages idempotently (a send is retried with the same
+// client_msg_id until the server answers STORED or REJECTED).
+package client
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inboxd/inboxd/wire"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// Options configures a client.
+type Options struct {
+	// URL of the gateway: ws://127.0.0.1:7070/ws or tcp://127.0.0.1:7071.
+	URL string
+	// Token is presented in hello; TokenFunc, when set, is asked for a fresh
+	// token on every (re)connect instead.
+	Token     string
+	TokenFunc func(ctx context.Context) (string, error)
+	// DeviceKind is mobile, desktop or web (default desktop).
+	DeviceKind string
+	// DialTimeout bounds one connection attempt including hello (default 10s).
+	DialTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the jittered reconnect delay
+	// (defaults 100ms and 5s).
+	MinBackoff, MaxBackoff time.Duration
+	// MaxFrame is the largest server frame accepted (default 16 MiB).
+	MaxFrame int
+	// LocalAddr, when set, is the local address to dial from (load tools
+	// spread connections over 127.0.0.x source addresses).
+	LocalAddr net.Addr
+	// OnError, when set, receives non-fatal errors (protocol errors from the
+	// server, failed connection attempts).
+	OnError func(error)
+}
+
+func (o *Options) setDefaults() {
+	if o.DeviceKind == "" {
+		o.DeviceKind = "desktop"
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Second
+	}
+	if o.MaxFrame <= 0 {
+		o.MaxFrame = 16 << 20
+	}
+}
+
+// ErrClosed is returned by calls on a closed client.
+var ErrClosed = errors.New("client: closed")
+
+// Client is a connection to inboxd that survives reconnects.
+type Client struct {
+	opts Options
+
+	mu      sync.Mutex
+	cur     *session
+	ready   chan struct{} // closed while a session is up; replaced when it ends
+	welcome *pb.Welcome
+	pending map[string]*pendingSend
+	nextOrd uint64 // issue order of sends, so a reconnect resends in order
+	closed  bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// pendingSend is a send awaiting STORED or REJECTED.
+type pendingSend struct {
+	req    *pb.Send
+	frame  []byte // the encoded send frame, written again on every retry
+	result chan *pb.SendResult
+	order  uint64
+}
+
+// Dial connects, says hello and waits for welcome. The client then keeps the
+// connection up (reconnecting as needed) until Close. Dial fails when the
+// first connection fails: a wrong token or URL is reported, not retried.
+func Dial(ctx context.Context, opts Options) (*Client, error) {
+	opts.setDefaults()
+	c := &Client{
+		opts:    opts,
+		ready:   make(chan struct{}),
+		pending: make(map[string]*pendingSend),
+		done:    make(chan struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	s, err := c.connect(ctx)
+	if err != nil {
+		c.cancel()
+		return nil, err
+	}
+	go c.run(s)
+	return c, nil
+}
+
+// Welcome returns the welcome of the current (or last) session.
+func (c *Client) Welcome() *pb.Welcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.welcome
+}
+
+// Close ends the session and stops reconnecting. Pending sends fail with
+// ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	s := c.cur
+	c.mu.Unlock()
+	c.cancel()
+	if s != nil {
+		s.conn.close()
+	}
+	<-c.done
+	return nil
+}
+
+func (c *Client) report(err error) {
+	if c.opts.OnError != nil && err != nil {
+		c.opts.OnError(err)
+	}
+}
+
+func (c *Client) token(ctx context.Context) (string, error) {
+	if c.opts.TokenFunc != nil {
+		return c.opts.TokenFunc(ctx)
+	}
+	return c.opts.Token, nil
+}
+
+// connect dials and completes hello.
+func (c *Client) connect(ctx context.Context) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
+	defer cancel()
+	tok, err := c.token(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("client: token: %w", err)
+	}
+	cn, err := dial(ctx, c.opts.URL, c.opts.MaxFrame, c.opts.LocalAddr)
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", c.opts.URL, err)
+	}
+	s := &session{c: c, conn: cn, done: make(chan struct{})}
+	deadline, _ := ctx.Deadline()
+	if err := s.write(&pb.Hello{Token: tok, DeviceKind: c.opts.DeviceKind, Client: "inboxd-go"}); err != nil {
+		cn.close()
+		return nil, fmt.Errorf("client: hello: %w", err)
+	}
+	cn.setReadDeadline(deadline)
+	frame, err := cn.readFrame()
+	if err != nil {
+		cn.close()
+		return nil, fmt.Errorf("client: waiting for welcome: %w", err)
+	}
+	_, m, err := wire.Decode(frame)
+	if err != nil {
+		cn.close()
+		return nil, fmt.Errorf("client: welcome: %w", err)
+	}
+	switch m := m.(type) {
+	case *pb.Welcome:
+		s.welcome = m
+	case *pb.Error:
+		cn.close()
+		return nil, wire.FromProto(m)
+	default:
+		cn.close()
+		return nil, fmt.Errorf("client: expected welcome, got %T", m)
+	}
+	return s, nil
+}
+
+// run keeps a session up until Close.
+func (c *Client) run(s *session) {
+	defer close(c.done)
+	attempt := 0
+	for {
+		if s != nil {
+			attempt = 0
+			c.up(s)
+			s.run()
+			c.down(s)
+		}
+		if c.ctx.Err() != nil {
+			c.failPending(ErrClosed)
+			return
+		}
+		// Jittered exponential backoff ("full jitter"): a fleet of clients
+		// that lost the same gateway does not come back in lockstep.
+		d := min(c.opts.MaxBackoff, c.opts.MinBackoff<<min(attempt, 16))
+		d = time.Duration(rand.Int64N(int64(d)) + 1)
+		attempt++
+		select {
+		case <-c.ctx.Done():
+			c.failPending(ErrClosed)
+			return
+		case <-time.After(d):
+		}
+		var err error
+		s, err = c.connect(c.ctx)
+		if err != nil {
+			c.report(err)
+			s = nil
+		}
+	}
+}
+
+// up makes s the current session and resends every pending send on it.
+func (c *Client) up(s *session) {
+	c.mu.Lock()
+	c.cur = s
+	c.welcome = s.welcome
+	resend := make([]*pendingSend, 0, len(c.pending))
+	for _, p := range c.pending {
+		resend = append(resend, p)
+	}
+	slices.SortFunc(resend, func(a, b *pendingSend) int { return cmp.Compare(a.order, b.order) })
+	close(c.ready)
+	c.mu.Unlock()
+	for _, p := range resend {
+		c.transmit(s, p)
+	}
+}
+
+func (c *Client) down(s *session) {
+	c.mu.Lock()
+	if c.cur == s {
+		c.cur = nil
+		c.ready = make(chan struct{})
+	}
+	c.mu.Unlock()
+}
+
+func (c *Client) failPending(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, p := range c.pending {
+		select {
+		case p.result <- &pb.SendResult{ClientMsgId: id, Status: pb.SendStatus_FAILED, Code: pb.ErrorCode_UNAVAILABLE, Message: err.Error()}:
+		default:
+		}
+		delete(c.pending, id)
+	}
+}
+
+func (c *Client) transmit(s *session, p *pendingSend) {
+	if err := s.conn.writeFrame(p.frame, time.Now().Add(10*time.Second)); err != nil {
+		s.conn.close() // the session ends; up() resends on the next one
+	}
+}
+
+// session is one connection's lifetime.
+type session struct {
+	c       *Client
+	conn    conn
+	welcome *pb.Welcome
+	done    chan struct{}
+}
+
+func (s *session) write(m proto.Message) error {
+	frame, err := wire.AppendFrame(nil, m)
+	if err != nil {
+		return err
+	}
+	return s.conn.writeFrame(frame, time.Now().Add(10*time.Second))
+}
+
+// run reads frames until the connection ends, and pings every heartbeat.
+func (s *session) run() {
+	defer close(s.done)
+	defer s.conn.close()
+	hb := time.Duration(s.welcome.GetHeartbeatMs()) * time.Millisecond
+	if hb <= 0 {
+		hb = 20 * time.Second
+	}
+	go s.pinger(hb)
+	for {
+		s.conn.setReadDeadline(time.Now().Add(3 * hb))
+		frame, err := s.conn.readFrame()
+		if err != nil {
+			if s.c.ctx.Err() == nil {
+				s.c.report(fmt.Errorf("client: connection lost: %w", err))
+			}
+			return
+		}
+		_, m, err := wire.Decode(frame)
+		if err != nil {
+			s.c.report(err)
+			continue
+		}
+		s.handle(m)
+	}
+}
+
+func (s *session) pinger(hb time.Duration) {
+	t := time.NewTicker(hb)
+	defer t.Stop()
+	var nonce uint64
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			nonce++
+			if err := s.write(&pb.Ping{Nonce: nonce}); err != nil {
+				s.conn.close()
+				return
+			}
+		}
+	}
+}
+
+func (s *session) handle(m proto.Message) {
+	switch m := m.(type) {
+	case *pb.SendResult:
+		s.c.onSendResult(s, m)
+	case *pb.Error:
+		err := wire.FromProto(m)
+		s.c.report(err)
+		if err.Fatal {
+			s.conn.close()
+		}
+	case *pb.Pong:
+	}
+}

@@ -1,0 +1,12 @@
+// Command syncer runs inboxd's background and admin services: the admin API
+// (NATS micro service inboxd-admin).
+package main
+
+import (
+	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/node"
+)
+
+func main() {
+	node.Main("syncer", config.RoleSyncer, func(c *config.Config) { c.HTTPAddr = "127.0.0.1:7074" })
+}

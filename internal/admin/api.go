@@ -1,0 +1,64 @@
+// Package admin is inboxd's admin API: a NATS micro service (discoverable
+// with `nats micro ls`) to create conversations and change their members,
+// and the typed client inboxctl uses.
+package admin
+
+import "github.com/inboxd/inboxd/internal/store"
+
+// Service identity and subjects. Requests and responses are JSON.
+const (
+	ServiceName = "inboxd-admin"
+	Version     = "1.0.0"
+
+	SubjectConvCreate = "inboxd.admin.conv.create"
+	SubjectConvAdd    = "inboxd.admin.conv.add"
+	SubjectConvRemove = "inboxd.admin.conv.remove"
+	SubjectConvShow   = "inboxd.admin.conv.show"
+
+	// SubjectConvChanged (core NATS) announces a membership change; its
+	// payload is the decimal conv_id. Caches listen to it; correctness does
+	// not depend on it (the fanout checks member_ver under a row lock).
+	SubjectConvChanged = "inboxd.event.conv.changed"
+)
+
+// CreateConvRequest asks for a direct conversation (exactly two members; the
+// same pair always gets the same conversation) or, with Group, a group.
+type CreateConvRequest struct {
+	Members      []int64 `json:"members"`
+	Group        bool    `json:"group,omitempty"`
+	ShareHistory bool    `json:"share_history,omitempty"`
+}
+
+// CreateConvResponse names the conversation; Created is false when a direct
+// conversation of the pair existed already.
+type CreateConvResponse struct {
+	ConvID  int64 `json:"conv_id"`
+	Created bool  `json:"created"`
+}
+
+// MembersRequest adds or removes members of a group.
+type MembersRequest struct {
+	ConvID  int64   `json:"conv_id"`
+	Members []int64 `json:"members"`
+}
+
+// MembersResponse gives the conversation's new member version.
+type MembersResponse struct {
+	ConvID    int64 `json:"conv_id"`
+	MemberVer int64 `json:"member_ver"`
+}
+
+// ShowConvRequest names a conversation.
+type ShowConvRequest struct {
+	ConvID int64 `json:"conv_id"`
+}
+
+// ShowConvResponse is the conversation with all member rows.
+type ShowConvResponse = store.Conversation
+
+// Error codes of the service (micro's Nats-Service-Error-Code header).
+const (
+	CodeBadRequest = "400"
+	CodeNotFound   = "404"
+	CodeInternal   = "500"
+)

@@ -1,0 +1,131 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"go.uber.org/zap"
+
+	"github.com/inboxd/inboxd/internal/store"
+)
+
+// Service serves the admin API.
+type Service struct {
+	nc  *nats.Conn
+	st  *store.Store
+	log *zap.Logger
+	svc micro.Service
+}
+
+// Start registers the micro service on nc. Stop it with Stop.
+func Start(nc *nats.Conn, st *store.Store, log *zap.Logger) (*Service, error) {
+	s := &Service{nc: nc, st: st, log: log}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        ServiceName,
+		Version:     Version,
+		Description: "inboxd admin: conversations and membership",
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.svc = svc
+	for _, e := range []struct {
+		name, subject string
+		h             func(context.Context, micro.Request) (any, error)
+	}{
+		{"conv_create", SubjectConvCreate, s.create},
+		{"conv_add", SubjectConvAdd, s.add},
+		{"conv_remove", SubjectConvRemove, s.remove},
+		{"conv_show", SubjectConvShow, s.show},
+	} {
+		if err := svc.AddEndpoint(e.name, s.handler(e.h), micro.WithEndpointSubject(e.subject)); err != nil {
+			_ = svc.Stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Stop deregisters the service.
+func (s *Service) Stop() error { return s.svc.Stop() }
+
+func (s *Service) handler(h func(context.Context, micro.Request) (any, error)) micro.HandlerFunc {
+	return func(req micro.Request) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := h(ctx, req)
+		if err != nil {
+			code := CodeInternal
+			switch {
+			case errors.Is(err, store.ErrInvalid), errors.Is(err, errBadJSON):
+				code = CodeBadRequest
+			case errors.Is(err, store.ErrConvNotFound):
+				code = CodeNotFound
+			default:
+				s.log.Error("admin request", zap.String("subject", req.Subject()), zap.Error(err))
+			}
+			_ = req.Error(code, err.Error(), nil)
+			return
+		}
+		_ = req.RespondJSON(resp)
+	}
+}
+
+var errBadJSON = errors.New("request is not valid JSON for this endpoint")
+
+func decode(req micro.Request, v any) error {
+	if err := json.Unmarshal(req.Data(), v); err != nil {
+		return errors.Join(errBadJSON, err)
+	}
+	return nil
+}
+
+func (s *Service) create(ctx context.Context, req micro.Request) (any, error) {
+	var r CreateConvRequest
+	if err := decode(req, &r); err != nil {
+		return nil, err
+	}
+	kind := store.KindDirect
+	if r.Group {
+		kind = store.KindGroup
+	}
+	id, created, err := s.st.CreateConversation(ctx, kind, r.Members, r.ShareHistory)
+	if err != nil {
+		return nil, err
+	}
+	return CreateConvResponse{ConvID: id, Created: created}, nil
+}
+
+func (s *Service) add(ctx context.Context, req micro.Request) (any, error) {
+	return s.members(ctx, req, s.st.AddMembers)
+}
+
+func (s *Service) remove(ctx context.Context, req micro.Request) (any, error) {
+	return s.members(ctx, req, s.st.RemoveMembers)
+}
+
+func (s *Service) members(ctx context.Context, req micro.Request, change func(context.Context, int64, []int64) (int64, error)) (any, error) {
+	var r MembersRequest
+	if err := decode(req, &r); err != nil {
+		return nil, err
+	}
+	ver, err := change(ctx, r.ConvID, r.Members)
+	if err != nil {
+		return nil, err
+	}
+	_ = s.nc.Publish(SubjectConvChanged, []byte(strconv.FormatInt(r.ConvID, 10)))
+	return MembersResponse{ConvID: r.ConvID, MemberVer: ver}, nil
+}
+
+func (s *Service) show(ctx context.Context, req micro.Request) (any, error) {
+	var r ShowConvRequest
+	if err := decode(req, &r); err != nil {
+		return nil, err
+	}
+	return s.st.GetConversation(ctx, r.ConvID)
+}

@@ -1,0 +1,132 @@
+// Package config is the one configuration of every inboxd binary: flags with
+// documented defaults, overridable by environment variables (named in each
+// flag's help), so a deployment can use either.
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
+)
+
+// Config holds every setting; each binary registers the ones it uses.
+type Config struct {
+	NATSURL     string
+	DatabaseURL string
+	HTTPAddr    string
+	LogLevel    string
+
+	// Embedded NATS (inboxd all-in-one, inboxd --nats-only).
+	DataDir    string
+	NATSListen string
+
+	// Gateway.
+	WSAddr      string
+	TCPAddr     string
+	Heartbeat   time.Duration
+	TokenSecret string
+
+	// Fanout.
+	NodeID    int
+	BatchSize int
+
+	Layout streams.Layout
+}
+
+// Defaults returns the configuration `make run` uses.
+func Defaults() Config {
+	return Config{
+		NATSURL:     "nats://127.0.0.1:4222",
+		DatabaseURL: store.DefaultURL,
+		HTTPAddr:    "127.0.0.1:7072",
+		LogLevel:    "info",
+		DataDir:     "./data",
+		NATSListen:  "127.0.0.1:4222",
+		WSAddr:      "127.0.0.1:7070",
+		TCPAddr:     "127.0.0.1:7071",
+		Heartbeat:   20 * time.Second,
+		TokenSecret: auth.DevSecret,
+		BatchSize:   256,
+		Layout:      streams.DefaultLayout,
+	}
+}
+
+// Role selects which flags a binary registers.
+type Role int
+
+// Roles.
+const (
+	RoleGateway Role = 1 << iota
+	RoleFanout
+	RoleSyncer
+	RoleEmbeddedNATS
+)
+
+// Register adds the flags of roles to fs, with c's values as defaults
+// (environment variables applied first, so flags win over the environment).
+func (c *Config) Register(fs *flag.FlagSet, roles Role) {
+	envStr(&c.NATSURL, "NATS_URL")
+	envStr(&c.DatabaseURL, "DATABASE_URL")
+	envStr(&c.HTTPAddr, "INBOXD_HTTP")
+	envStr(&c.LogLevel, "INBOXD_LOG_LEVEL")
+	envStr(&c.TokenSecret, "INBOXD_TOKEN_SECRET")
+	envInt(&c.Layout.InboxPartitions, "INBOXD_INBOX_PARTITIONS")
+	envInt(&c.Layout.SendPartitions, "INBOXD_SEND_PARTITIONS")
+
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "Postgres URL (env DATABASE_URL)")
+	fs.StringVar(&c.HTTPAddr, "http", c.HTTPAddr, "ops HTTP address: /healthz, /metrics (env INBOXD_HTTP)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env INBOXD_LOG_LEVEL)")
+	fs.IntVar(&c.Layout.InboxPartitions, "inbox-partitions", c.Layout.InboxPartitions, "INBOX_<p> partitions, fixed at install (env INBOXD_INBOX_PARTITIONS)")
+	fs.IntVar(&c.Layout.SendPartitions, "send-partitions", c.Layout.SendPartitions, "SEND partitions, fixed at install (env INBOXD_SEND_PARTITIONS)")
+	if roles&RoleEmbeddedNATS != 0 {
+		fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream file store under DIR/jetstream)")
+		fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "client address of the embedded NATS server (the nats CLI connects here)")
+	} else {
+		fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS server URL(s), comma separated (env NATS_URL)")
+	}
+	if roles&RoleGateway != 0 {
+		fs.StringVar(&c.WSAddr, "ws", c.WSAddr, "WebSocket listen address (path /ws)")
+		fs.StringVar(&c.TCPAddr, "tcp", c.TCPAddr, "raw TCP listen address (length-prefixed frames)")
+		fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "heartbeat advertised to clients; 3 silent heartbeats close a connection")
+		fs.StringVar(&c.TokenSecret, "token-secret", c.TokenSecret, "HS256 secret of client tokens (env INBOXD_TOKEN_SECRET); the default is the development secret")
+	}
+	if roles&RoleFanout != 0 {
+		envInt(&c.NodeID, "INBOXD_NODE_ID")
+		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
+		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
+	}
+}
+
+// Validate checks values flags cannot.
+func (c *Config) Validate() error {
+	if err := c.Layout.Validate(); err != nil {
+		return err
+	}
+	if c.BatchSize < 1 || c.BatchSize > 512 {
+		return fmt.Errorf("config: batch %d out of range 1..512", c.BatchSize)
+	}
+	if c.Heartbeat < time.Second {
+		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)
+	}
+	return nil
+}
+
+func envStr(dst *string, name string) {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		*dst = v
+	}
+}
+
+func envInt(dst *int, name string) {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			*dst = n
+		}
+	}
+}

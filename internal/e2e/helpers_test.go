@@ -1,0 +1,51 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/inboxd/inboxd/client"
+	"github.com/inboxd/inboxd/internal/admin"
+	"github.com/inboxd/inboxd/internal/node"
+	"github.com/inboxd/inboxd/internal/testenv"
+)
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func createConv(t *testing.T, n *node.Node, group bool, members ...int64) int64 {
+	t.Helper()
+	r, err := (&admin.Client{NC: n.NC}).CreateConv(ctxT(t, 10*time.Second), admin.CreateConvRequest{Members: members, Group: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.ConvID
+}
+
+// dial connects a client for uid/device over ws ("ws") or tcp ("tcp").
+func dial(t *testing.T, n *node.Node, transport string, uid int64, device string) *client.Client {
+	t.Helper()
+	url := n.Gateway.WSURL()
+	if transport == "tcp" {
+		url = "tcp://" + n.Gateway.TCPAddr()
+	}
+	c, err := client.Dial(ctxT(t, 10*time.Second), client.Options{URL: url, Token: testenv.Token(t, uid, device)})
+	if err != nil {
+		t.Fatalf("dial %s as %d/%s: %v", url, uid, device, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func count(t *testing.T, n *node.Node, sql string, args ...any) int {
+	t.Helper()
+	var c int
+	if err := n.Store.Pool.QueryRow(context.Background(), sql, args...).Scan(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -1,0 +1,300 @@
+package fanout
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inboxd/inboxd/internal/ids"
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// Limits the fanout enforces again (the gateway checks them first).
+const (
+	MaxClientMsgIDLen = 128
+	MaxTextLen        = 16 << 10
+)
+
+// send is one SEND message of a batch.
+type send struct {
+	msg    jetstream.Msg
+	rec    *pb.SendRecord // nil when the message could not be decoded
+	reply  string
+	key    store.SendKey
+	result *pb.SendResult
+}
+
+// validate returns why rec can never be stored, or "" if it may be.
+func validate(rec *pb.SendRecord) string {
+	switch {
+	case rec.GetSenderUid() <= 0:
+		return "sender_uid must be positive"
+	case rec.GetConvId() <= 0:
+		return "conv_id must be positive"
+	case rec.GetClientMsgId() == "" || len(rec.GetClientMsgId()) > MaxClientMsgIDLen:
+		return fmt.Sprintf("client_msg_id must be 1..%d bytes", MaxClientMsgIDLen)
+	case len(rec.GetText()) > MaxTextLen:
+		return fmt.Sprintf("text exceeds %d bytes", MaxTextLen)
+	case !utf8.ValidString(rec.GetText()) || !utf8.ValidString(rec.GetClientMsgId()):
+		return "text and client_msg_id must be valid UTF-8"
+	}
+	return ""
+}
+
+func stored(m *store.Message) *pb.SendResult {
+	return &pb.SendResult{ClientMsgId: m.ClientMsgID, MsgId: m.MsgID, ConvSeq: m.ConvSeq, Status: pb.SendStatus_STORED}
+}
+
+func rejected(cmid string, code pb.ErrorCode, text string) *pb.SendResult {
+	return &pb.SendResult{ClientMsgId: cmid, Status: pb.SendStatus_REJECTED, Code: code, Message: text}
+}
+
+// process runs one batch to completion: decide and commit in one Postgres
+// transaction, publish the inbox entries, then acknowledge and answer. Any
+// error leaves the batch unacknowledged; running it again is safe because
+// every step is idempotent (existing rows are found by send key, inbox
+// publishes carry Nats-Msg-Id <msg_id>:<uid>).
+func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
+	start := time.Now()
+	sends := make([]send, len(msgs))
+	var keys []store.SendKey
+	var convIDs []int64
+	firstOf := map[store.SendKey]int{} // the first send of each key in the batch
+	for i, m := range msgs {
+		s := &sends[i]
+		s.msg = m
+		s.reply = m.Headers().Get(streams.HeaderReply)
+		rec := new(pb.SendRecord)
+		if err := proto.Unmarshal(m.Data(), rec); err != nil {
+			pt.f.metrics.malformed.Inc()
+			pt.f.log.Error("undecodable SEND message dropped", zap.String("subject", m.Subject()), zap.Error(err))
+			continue
+		}
+		s.rec = rec
+		s.key = store.SendKey{Sender: rec.GetSenderUid(), ClientMsgID: rec.GetClientMsgId()}
+		if why := validate(rec); why != "" {
+			s.result = rejected(rec.GetClientMsgId(), pb.ErrorCode_INVALID_ARGUMENT, why)
+			continue
+		}
+		if _, seen := firstOf[s.key]; seen {
+			continue
+		}
+		firstOf[s.key] = i
+		keys = append(keys, s.key)
+		convIDs = append(convIDs, rec.GetConvId())
+	}
+	convIDs = sortedUnique(convIDs)
+
+	var fresh []*store.Message   // new rows of this batch
+	var publish []*store.Message // rows whose inbox entries must be (re)published
+	var rejects []store.Reject
+	err := pgx.BeginFunc(ctx, pt.f.st.Pool, func(tx pgx.Tx) error {
+		fresh, publish, rejects = fresh[:0], publish[:0], rejects[:0]
+		convs, lk, err := store.BeginBatch(ctx, tx, convIDs, keys)
+		if err != nil {
+			return err
+		}
+		// Member lists: reload those whose member_ver moved, and those of
+		// conversations a stored row names that this batch did not lock (a
+		// client that reused a client_msg_id for another conversation).
+		var stale []int64
+		for id, c := range convs {
+			if !pt.members.fresh(id, c.MemberVer) {
+				stale = append(stale, id)
+			}
+		}
+		for _, m := range lk.Stored {
+			if _, locked := convs[m.ConvID]; !locked && !m.FannedOut {
+				stale = append(stale, m.ConvID)
+			}
+		}
+		if len(stale) > 0 {
+			stale = sortedUnique(stale)
+			lists, err := store.ActiveMembers(ctx, tx, stale)
+			if err != nil {
+				return err
+			}
+			for _, id := range stale {
+				pt.members.put(id, convs[id].MemberVer, lists[id])
+			}
+		}
+
+		lastSeq := map[int64]int64{}
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		for _, k := range keys {
+			s := &sends[firstOf[k]]
+			rec := s.rec
+			if m, ok := lk.Stored[k]; ok {
+				s.result = stored(m)
+				if !m.FannedOut {
+					publish = append(publish, m)
+				}
+				continue
+			}
+			if r, ok := lk.Rejected[k]; ok {
+				s.result = rejected(k.ClientMsgID, pb.ErrorCode(r.Code), r.Message)
+				continue
+			}
+			conv, ok := convs[rec.GetConvId()]
+			var reject *pb.SendResult
+			switch {
+			case !ok:
+				reject = rejected(k.ClientMsgID, pb.ErrorCode_CONV_NOT_FOUND, fmt.Sprintf("conversation %d does not exist", rec.GetConvId()))
+			case !pt.members.isMember(rec.GetConvId(), k.Sender):
+				reject = rejected(k.ClientMsgID, pb.ErrorCode_NOT_MEMBER, fmt.Sprintf("user %d is not a member of conversation %d", k.Sender, rec.GetConvId()))
+			}
+			if reject != nil {
+				s.result = reject
+				rejects = append(rejects, store.Reject{Key: k, Code: int32(reject.Code), Message: reject.Message})
+				continue
+			}
+			seq, ok := lastSeq[rec.GetConvId()]
+			if !ok {
+				seq = conv.LastSeq
+			}
+			seq++
+			lastSeq[rec.GetConvId()] = seq
+			m := &store.Message{
+				MsgID: pt.f.gen.Next(), ConvID: rec.GetConvId(), ConvSeq: seq,
+				SenderUID: k.Sender, SenderDevice: rec.GetSenderDevice(), ClientMsgID: k.ClientMsgID,
+				Kind: int(max(rec.GetKind(), 1)), Body: rec.GetText(), CreatedAt: now,
+			}
+			s.result = stored(m)
+			fresh = append(fresh, m)
+			publish = append(publish, m)
+		}
+		return store.CommitBatch(ctx, tx, fresh, lastSeq, rejects)
+	})
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if pt.f.afterCommit != nil {
+		if err := pt.f.afterCommit(); err != nil {
+			return err
+		}
+	}
+
+	// Within a conversation, entries go out in conv_seq order.
+	slices.SortStableFunc(publish, func(a, b *store.Message) int {
+		return cmp.Or(cmp.Compare(a.ConvID, b.ConvID), cmp.Compare(a.ConvSeq, b.ConvSeq))
+	})
+	n, err := pt.publish(ctx, publish)
+	if err != nil {
+		return fmt.Errorf("publish inbox entries: %w", err)
+	}
+	pt.f.metrics.entries.Add(float64(n))
+	done := make([]int64, len(publish))
+	for i, m := range publish {
+		done[i] = m.MsgID
+	}
+	if err := pt.f.st.MarkFannedOut(ctx, done); err != nil {
+		// Not fatal: the entries are durable. A later retry of these sends
+		// republishes, and Nats-Msg-Id absorbs it within the dedupe window.
+		pt.f.log.Warn("mark fanned out", zap.Error(err))
+	}
+
+	// SEND is a work queue: every message is acknowledged (and removed).
+	// A lost ack means a redelivery, which finds the stored rows and answers
+	// again without publishing.
+	for _, m := range msgs {
+		if err := m.Ack(); err != nil {
+			pt.f.log.Warn("ack SEND message (it will be redelivered and answered again)", zap.Error(err))
+			break
+		}
+	}
+	pt.answer(sends, firstOf)
+	pt.f.metrics.sends.WithLabelValues("stored").Add(float64(len(fresh)))
+	pt.f.metrics.sends.WithLabelValues("repeated").Add(float64(len(keys) - len(fresh) - len(rejects)))
+	pt.f.metrics.sends.WithLabelValues("rejected").Add(float64(len(rejects)))
+	pt.f.metrics.batchSeconds.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// answer publishes each send's result to the subject its gateway named. A
+// lost answer is harmless: the client retries with the same client_msg_id.
+func (pt *partition) answer(sends []send, firstOf map[store.SendKey]int) {
+	for i := range sends {
+		s := &sends[i]
+		if s.reply == "" || s.rec == nil {
+			continue
+		}
+		res := s.result
+		if res == nil {
+			res = sends[firstOf[s.key]].result
+		}
+		b, err := proto.Marshal(res)
+		if err != nil {
+			continue
+		}
+		if err := pt.f.nc.Publish(s.reply, b); err != nil {
+			pt.f.log.Debug("answer", zap.Error(err))
+		}
+	}
+}
+
+// publish writes one inbox entry per member for every message and waits
+// until JetStream acknowledged all of them. It returns the entry count.
+func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	n := 0
+	for _, m := range msgs {
+		n += len(pt.members.members(m.ConvID))
+	}
+	futures := make([]jetstream.PubAckFuture, 0, n)
+	parts := pt.f.opts.Layout.InboxPartitions
+	for _, m := range msgs {
+		payload, err := proto.Marshal(&pb.InboxEntry{
+			MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq, SenderUid: m.SenderUID,
+			Kind: uint32(m.Kind), CreatedAtMs: m.CreatedAt.UnixMilli(),
+		})
+		if err != nil {
+			return 0, err
+		}
+		conv := strconv.FormatInt(m.ConvID, 10)
+		prefix := strconv.FormatInt(m.MsgID, 10) + ":"
+		for _, uid := range pt.members.members(m.ConvID) {
+			nm := &nats.Msg{
+				Subject: streams.InboxSubject(ids.Partition(uid, parts), uid),
+				Data:    payload,
+				Header: nats.Header{
+					jetstream.MsgIDHeader: {prefix + strconv.FormatInt(uid, 10)},
+					streams.HeaderConv:    {conv},
+					streams.HeaderKind:    {streams.KindMessage},
+				},
+			}
+			f, err := pt.f.js.PublishMsgAsync(nm)
+			if err != nil {
+				return 0, err
+			}
+			futures = append(futures, f)
+		}
+	}
+	timeout := time.NewTimer(pt.f.opts.PublishTimeout)
+	defer timeout.Stop()
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return 0, err
+		case <-timeout.C:
+			return 0, fmt.Errorf("no publish ack within %s", pt.f.opts.PublishTimeout)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return len(futures), nil
+}

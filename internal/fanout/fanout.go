@@ -1,0 +1,204 @@
+// Package fanout turns accepted sends into stored messages: it reads the SEND
+// stream (one active processor per partition), assigns msg_id and conv_seq,
+// stores each body once in Postgres, writes one inbox entry per member to the
+// INBOX partitions, and only then acknowledges the send and answers STORED.
+package fanout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/inboxd/inboxd/internal/ids"
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
+)
+
+// Options configures a fanout. Zero values take the documented defaults.
+type Options struct {
+	Layout streams.Layout
+	// NodeID is this fanout's snowflake node (0..1023). Fanouts running at the
+	// same time must have different node ids.
+	NodeID int
+	// Partitions are the SEND partitions this instance pulls; nil means all.
+	// Several instances may pull the same partition: the pinned priority
+	// group lets exactly one of them process it at a time.
+	Partitions []int
+	// BatchSize is the most sends processed in one Postgres transaction and
+	// one round of inbox publishes (default 256, at most the consumer's
+	// max_batch).
+	BatchSize int
+	// FetchWait bounds one pull request (default 1s). It must stay below the
+	// consumer's priority_timeout (PinnedTTL) or the pin flaps.
+	FetchWait time.Duration
+	// PublishTimeout bounds the wait for inbox publish acks (default 10s).
+	PublishTimeout time.Duration
+	// MemberCacheSize bounds the member lists cached per partition (default 10000).
+	MemberCacheSize int
+}
+
+func (o *Options) setDefaults() {
+	if o.Layout == (streams.Layout{}) {
+		o.Layout = streams.DefaultLayout
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 256
+	}
+	if o.FetchWait <= 0 {
+		o.FetchWait = time.Second
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = 10 * time.Second
+	}
+	if o.MemberCacheSize <= 0 {
+		o.MemberCacheSize = 10000
+	}
+	if o.Partitions == nil {
+		for p := 0; p < o.Layout.SendPartitions; p++ {
+			o.Partitions = append(o.Partitions, p)
+		}
+	}
+}
+
+// Fanout processes SEND partitions.
+type Fanout struct {
+	opts    Options
+	log     *zap.Logger
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	st      *store.Store
+	gen     *ids.Generator
+	metrics *metrics
+
+	// afterCommit, when set (tests only), runs after the content commit and
+	// before the inbox publishes; an error abandons the batch there, as a
+	// crash would.
+	afterCommit func() error
+}
+
+// New returns a fanout. nc must stay connected for the fanout's lifetime.
+func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, reg prometheus.Registerer) (*Fanout, error) {
+	opts.setDefaults()
+	if err := opts.Layout.Validate(); err != nil {
+		return nil, err
+	}
+	gen, err := ids.NewGenerator(opts.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(16384),
+		jetstream.WithPublishAsyncTimeout(opts.PublishTimeout),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &Fanout{opts: opts, log: log, nc: nc, js: js, st: st, gen: gen, metrics: newMetrics(reg)}, nil
+}
+
+// Run creates the fanout consumers if needed and processes the partitions
+// until ctx is done. Streams must exist (streams.EnsureStreams).
+func (f *Fanout) Run(ctx context.Context) error {
+	if err := streams.EnsureFanoutConsumers(ctx, f.js, f.opts.Layout); err != nil {
+		return err
+	}
+	maxID, err := f.st.MaxMsgID(ctx)
+	if err != nil {
+		return err
+	}
+	f.gen.Observe(maxID)
+
+	var wg sync.WaitGroup
+	for _, p := range f.opts.Partitions {
+		cons, err := f.js.Consumer(ctx, streams.SendStream, streams.FanoutConsumer(p))
+		if err != nil {
+			return fmt.Errorf("fanout: consumer %s: %w", streams.FanoutConsumer(p), err)
+		}
+		pt := &partition{f: f, p: p, cons: cons, members: newMemberCache(f.opts.MemberCacheSize)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pt.run(ctx)
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// partition is the single writer of one SEND partition (while pinned).
+type partition struct {
+	f       *Fanout
+	p       int
+	cons    jetstream.Consumer
+	members *memberCache
+}
+
+func (pt *partition) run(ctx context.Context) {
+	log := pt.f.log.With(zap.Int("partition", pt.p))
+	backoff := newBackoff(50*time.Millisecond, 5*time.Second)
+	for ctx.Err() == nil {
+		batch, err := pt.cons.Fetch(pt.f.opts.BatchSize,
+			jetstream.FetchMaxWait(pt.f.opts.FetchWait),
+			jetstream.FetchPriorityGroup(streams.FanoutGroup))
+		if err != nil {
+			log.Warn("fetch", zap.Error(err))
+			backoff.sleep(ctx)
+			continue
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(msgs) == 0 {
+			log.Debug("fetch ended", zap.Error(err))
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		// A batch is retried until it succeeds: moving on would let later
+		// sends of a conversation overtake earlier ones.
+		for {
+			err := pt.process(ctx, msgs)
+			if err == nil {
+				backoff.reset()
+				break
+			}
+			pt.f.metrics.batchErrors.Inc()
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("batch failed; retrying", zap.Int("sends", len(msgs)), zap.Error(err))
+			backoff.sleep(ctx)
+		}
+	}
+}
+
+// backoff is a capped exponential backoff.
+type backoff struct{ min, max, cur time.Duration }
+
+func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max, cur: min} }
+func (b *backoff) reset()                        { b.cur = b.min }
+func (b *backoff) sleep(ctx context.Context) {
+	t := time.NewTimer(b.cur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	b.cur = min(b.cur*2, b.max)
+}
+
+// sortedUnique returns the distinct values of s in ascending order.
+func sortedUnique(s []int64) []int64 {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

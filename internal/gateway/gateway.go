@@ -1,0 +1,303 @@
+// Package gateway is the client edge of inboxd: WebSocket (gobwas/ws
+// zero-copy upgrade) and raw TCP listeners speaking one frame format, hello
+// with a signed token, and the send path to the SEND stream with results
+// relayed back to the sender.
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gobwas/ws"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/wire"
+)
+
+// Options configures a gateway. Zero values take the documented defaults.
+type Options struct {
+	// ID names this gateway process in result subjects and logs (default: random).
+	ID string
+	// WSAddr serves WebSocket upgrades on WSPath (default 127.0.0.1:7070, "/ws").
+	WSAddr string
+	WSPath string
+	// TCPAddr serves raw TCP with length-prefixed frames (default 127.0.0.1:7071).
+	TCPAddr string
+	Layout  streams.Layout
+	// Heartbeat is advertised in welcome; a client silent for 3 heartbeats
+	// is closed (default 20s: below common NAT idle timeouts of 30-60s).
+	Heartbeat time.Duration
+	// HelloTimeout bounds the wait for the first frame (default 10s).
+	HelloTimeout time.Duration
+	// WriteTimeout bounds one socket write (default 10s).
+	WriteTimeout time.Duration
+	// MaxFrame is the largest client frame accepted (default 64 KiB).
+	MaxFrame int
+	// OutQueue bounds the frames queued for one connection (default 1024).
+	OutQueue int
+	// MaxInflightSends bounds one connection's sends awaiting a result (default 256).
+	MaxInflightSends int
+	// SendTimeout is how long a send may await its result before the client
+	// is told to retry (default 30s).
+	SendTimeout time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.ID == "" {
+		o.ID = nuid.Next()
+	}
+	if o.WSAddr == "" {
+		o.WSAddr = "127.0.0.1:7070"
+	}
+	if o.WSPath == "" {
+		o.WSPath = "/ws"
+	}
+	if o.TCPAddr == "" {
+		o.TCPAddr = "127.0.0.1:7071"
+	}
+	if o.Layout == (streams.Layout{}) {
+		o.Layout = streams.DefaultLayout
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 20 * time.Second
+	}
+	if o.HelloTimeout <= 0 {
+		o.HelloTimeout = 10 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.MaxFrame <= 0 {
+		o.MaxFrame = wire.DefaultMaxFrame
+	}
+	if o.OutQueue <= 0 {
+		o.OutQueue = 1024
+	}
+	if o.MaxInflightSends <= 0 {
+		o.MaxInflightSends = 256
+	}
+	if o.SendTimeout <= 0 {
+		o.SendTimeout = 30 * time.Second
+	}
+}
+
+// Gateway accepts client connections.
+type Gateway struct {
+	opts     Options
+	log      *zap.Logger
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	st       *store.Store
+	verifier *auth.Verifier
+	metrics  *metrics
+	sends    *sendTracker
+	epoch    uint64
+
+	resultPrefix string
+	resultSub    *nats.Subscription
+
+	mu    sync.Mutex
+	lns   []net.Listener
+	conns map[*Conn]struct{}
+	wg    sync.WaitGroup
+	stop  context.CancelFunc
+}
+
+// New returns a gateway; Start opens its listeners.
+func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier *auth.Verifier, reg prometheus.Registerer) (*Gateway, error) {
+	opts.setDefaults()
+	g := &Gateway{
+		opts:         opts,
+		log:          log,
+		nc:           nc,
+		st:           st,
+		verifier:     verifier,
+		metrics:      newMetrics(reg),
+		epoch:        uint64(time.Now().UnixNano()),
+		resultPrefix: "_INBOXD.gw." + opts.ID + ".",
+		conns:        make(map[*Conn]struct{}),
+	}
+	g.sends = newSendTracker(g)
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(8192),
+		jetstream.WithPublishAsyncTimeout(10*time.Second),
+		jetstream.WithPublishAsyncAckHandler(g.sends.onPubAck),
+		jetstream.WithPublishAsyncErrHandler(g.sends.onPubErr),
+	)
+	if err != nil {
+		return nil, err
+	}
+	g.js = js
+	return g, nil
+}
+
+// Start subscribes to send results and opens the listeners.
+func (g *Gateway) Start(ctx context.Context) error {
+	ctx, g.stop = context.WithCancel(ctx)
+	sub, err := g.nc.Subscribe(g.resultPrefix+"*", g.sends.onResult)
+	if err != nil {
+		return fmt.Errorf("gateway: subscribe results: %w", err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	g.resultSub = sub
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.sends.run(ctx)
+	}()
+
+	tcp, err := net.Listen("tcp", g.opts.TCPAddr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen tcp %s: %w", g.opts.TCPAddr, err)
+	}
+	wsl, err := net.Listen("tcp", g.opts.WSAddr)
+	if err != nil {
+		tcp.Close()
+		return fmt.Errorf("gateway: listen websocket %s: %w", g.opts.WSAddr, err)
+	}
+	g.mu.Lock()
+	g.lns = []net.Listener{tcp, wsl}
+	g.mu.Unlock()
+	g.wg.Add(2)
+	go g.acceptLoop(tcp, g.serveTCP)
+	go g.acceptLoop(wsl, g.serveWS)
+	g.log.Info("gateway listening", zap.String("websocket", "ws://"+wsl.Addr().String()+g.opts.WSPath),
+		zap.String("tcp", tcp.Addr().String()), zap.String("id", g.opts.ID))
+	return nil
+}
+
+// TCPAddr and WSURL return the bound addresses (useful with port 0).
+func (g *Gateway) TCPAddr() string { return g.lns[0].Addr().String() }
+
+// WSURL returns the WebSocket URL of the gateway.
+func (g *Gateway) WSURL() string { return "ws://" + g.lns[1].Addr().String() + g.opts.WSPath }
+
+// Connections returns the number of open client connections.
+func (g *Gateway) Connections() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.conns)
+}
+
+// Shutdown closes the listeners and every connection. Clients reconnect
+// elsewhere and resume from their cursors.
+func (g *Gateway) Shutdown() {
+	g.mu.Lock()
+	for _, ln := range g.lns {
+		ln.Close()
+	}
+	conns := make([]*Conn, 0, len(g.conns))
+	for c := range g.conns {
+		conns = append(conns, c)
+	}
+	g.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+	if g.stop != nil {
+		g.stop()
+	}
+	if g.resultSub != nil {
+		_ = g.resultSub.Unsubscribe()
+	}
+	g.wg.Wait()
+}
+
+func (g *Gateway) acceptLoop(ln net.Listener, serve func(net.Conn)) {
+	defer g.wg.Done()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and friends: back off instead of spinning.
+			delay = min(max(delay*2, 5*time.Millisecond), time.Second)
+			g.log.Warn("accept", zap.Error(err), zap.Duration("retry_in", delay))
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		go serve(nc)
+	}
+}
+
+func (g *Gateway) track(c *Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.lns) == 0 {
+		return false
+	}
+	g.conns[c] = struct{}{}
+	g.metrics.connections.Inc()
+	return true
+}
+
+func (g *Gateway) forget(c *Conn) {
+	g.mu.Lock()
+	if _, ok := g.conns[c]; ok {
+		delete(g.conns, c)
+		g.metrics.connections.Dec()
+	}
+	g.mu.Unlock()
+	g.sends.forget(c)
+}
+
+func (g *Gateway) serveTCP(nc net.Conn) {
+	tr := &tcpTransport{r: bufio.NewReaderSize(nc, 4096), max: g.opts.MaxFrame}
+	c := newConn(g, nc, tr)
+	if g.track(c) {
+		c.serve()
+	} else {
+		nc.Close()
+	}
+}
+
+func (g *Gateway) serveWS(nc net.Conn) {
+	_ = nc.SetDeadline(time.Now().Add(g.opts.HelloTimeout))
+	u := ws.Upgrader{
+		OnRequest: func(uri []byte) error {
+			path := uri
+			for i, b := range uri {
+				if b == '?' {
+					path = uri[:i]
+					break
+				}
+			}
+			if string(path) != g.opts.WSPath {
+				return ws.RejectConnectionError(ws.RejectionStatus(404), ws.RejectionReason("no websocket endpoint here; use "+g.opts.WSPath))
+			}
+			return nil
+		},
+	}
+	if _, err := u.Upgrade(nc); err != nil {
+		g.metrics.upgradeFailures.Inc()
+		nc.Close()
+		return
+	}
+	_ = nc.SetDeadline(time.Time{})
+	tr := &wsTransport{r: bufio.NewReaderSize(nc, 4096), max: g.opts.MaxFrame}
+	c := newConn(g, nc, tr)
+	tr.ctl = func(raw []byte) { c.enqueue(outItem{raw: raw}) }
+	if g.track(c) {
+		c.serve()
+	} else {
+		nc.Close()
+	}
+}
+
+func utf8Valid(s string) bool { return utf8.ValidString(s) }

@@ -1,0 +1,56 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+type metrics struct {
+	connections     prometheus.Gauge
+	handshakes      prometheus.Counter
+	authFailures    prometheus.Counter
+	upgradeFailures prometheus.Counter
+	framesIn        prometheus.Counter
+	errors          *prometheus.CounterVec
+	overflows       prometheus.Counter
+	timeouts        prometheus.Counter
+	sendResults     *prometheus.CounterVec
+	duplicateSends  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		connections: f.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_gateway_connections", Help: "Open client connections.",
+		}),
+		handshakes: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_handshakes_total", Help: "Successful hellos.",
+		}),
+		authFailures: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_auth_failures_total", Help: "Hellos refused for their token.",
+		}),
+		upgradeFailures: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_ws_upgrade_failures_total", Help: "WebSocket handshakes refused.",
+		}),
+		framesIn: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_frames_in_total", Help: "Client frames received after hello.",
+		}),
+		errors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_errors_total", Help: "Error frames sent to clients, by code.",
+		}, []string{"code"}),
+		overflows: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_queue_overflow_disconnects_total",
+			Help: "Connections closed because their outbound queue was full.",
+		}),
+		timeouts: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_timeouts_total", Help: "Connections closed by a read or write deadline.",
+		}),
+		sendResults: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_send_results_total", Help: "Send results relayed to clients, by status.",
+		}, []string{"status"}),
+		duplicateSends: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_duplicate_sends_total", Help: "Sends JetStream reported as duplicates (client retries).",
+		}),
+	}
+}

@@ -1,0 +1,285 @@
+package gateway
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inboxd/inboxd/internal/ids"
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// Limits on a send, checked before anything is published.
+const (
+	MaxClientMsgIDLen = 128
+	MaxTextLen        = 16 << 10
+)
+
+// sendKey is a send's identity: the sender and its client_msg_id.
+type sendKey struct {
+	uid  int64
+	cmid string
+}
+
+// waiter is a send awaiting its result, with the connections to tell.
+type waiter struct {
+	conns    []*Conn
+	deadline time.Time
+	// duplicate: JetStream reported the SEND publish as a duplicate, so the
+	// original's result may go to another gateway; poll Postgres for it.
+	duplicate bool
+	nextPoll  time.Time
+}
+
+// sendTracker publishes sends to the SEND stream and routes their results
+// back to the connections that asked.
+type sendTracker struct {
+	g       *Gateway
+	mu      sync.Mutex
+	waiting map[sendKey]*waiter
+}
+
+func newSendTracker(g *Gateway) *sendTracker {
+	return &sendTracker{g: g, waiting: make(map[sendKey]*waiter)}
+}
+
+// resultSubject is where the fanout answers sends of uid accepted here.
+func (t *sendTracker) resultSubject(uid int64) string {
+	return t.g.resultPrefix + strconv.FormatInt(uid, 10)
+}
+
+func failed(cmid string, code pb.ErrorCode, msg string) *pb.SendResult {
+	return &pb.SendResult{ClientMsgId: cmid, Status: pb.SendStatus_FAILED, Code: code, Message: msg}
+}
+
+func rejected(cmid string, code pb.ErrorCode, msg string) *pb.SendResult {
+	return &pb.SendResult{ClientMsgId: cmid, Status: pb.SendStatus_REJECTED, Code: code, Message: msg}
+}
+
+func checkSend(s *pb.Send) string {
+	switch {
+	case s.GetConvId() <= 0:
+		return "conv_id must be positive"
+	case s.GetClientMsgId() == "" || len(s.GetClientMsgId()) > MaxClientMsgIDLen:
+		return "client_msg_id must be 1.." + strconv.Itoa(MaxClientMsgIDLen) + " bytes"
+	case !validText(s.GetClientMsgId(), false):
+		return "client_msg_id must be printable UTF-8"
+	case len(s.GetText()) > MaxTextLen:
+		return "text exceeds " + strconv.Itoa(MaxTextLen) + " bytes"
+	case !utf8Valid(s.GetText()):
+		return "text must be valid UTF-8"
+	case s.GetKind() > 1:
+		return "kind " + strconv.Itoa(int(s.GetKind())) + " is not supported (1 = text)"
+	}
+	return ""
+}
+
+// submit publishes a send. Its result reaches c as a SendResult frame: from
+// the fanout (STORED or REJECTED), or FAILED when the send could not be
+// accepted, in which case the client retries with the same client_msg_id.
+func (t *sendTracker) submit(c *Conn, s *pb.Send) {
+	cmid := s.GetClientMsgId()
+	if why := checkSend(s); why != "" {
+		c.enqueue(outItem{msg: rejected(cmid, pb.ErrorCode_INVALID_ARGUMENT, why)})
+		return
+	}
+	if int(c.inflight.Load()) >= t.g.opts.MaxInflightSends {
+		c.enqueue(outItem{msg: failed(cmid, pb.ErrorCode_RATE_LIMITED,
+			"too many sends awaiting a result on this connection; wait for results and retry")})
+		return
+	}
+	rec := &pb.SendRecord{
+		SenderUid:    c.id.UID,
+		SenderDevice: c.id.Device,
+		ClientMsgId:  cmid,
+		ConvId:       s.GetConvId(),
+		Kind:         max(s.GetKind(), 1),
+		Text:         s.GetText(),
+		ReceivedAtMs: time.Now().UnixMilli(),
+	}
+	data, err := proto.Marshal(rec)
+	if err != nil {
+		c.enqueue(outItem{msg: failed(cmid, pb.ErrorCode_INTERNAL, err.Error())})
+		return
+	}
+	key := sendKey{c.id.UID, cmid}
+	t.wait(key, c)
+	msg := &nats.Msg{
+		Subject: streams.SendSubject(ids.Partition(s.GetConvId(), t.g.opts.Layout.SendPartitions), s.GetConvId()),
+		Data:    data,
+		Header: nats.Header{
+			// The dedupe id of a send: a retry within the window is absorbed
+			// by JetStream; after it, by Postgres (sender, client_msg_id).
+			jetstream.MsgIDHeader: {strconv.FormatInt(c.id.UID, 10) + ":" + cmid},
+			streams.HeaderReply:   {t.resultSubject(c.id.UID)},
+		},
+	}
+	if _, err := t.g.js.PublishMsgAsync(msg); err != nil {
+		t.resolve(key, failed(cmid, pb.ErrorCode_UNAVAILABLE, "send log unavailable: "+err.Error()))
+	}
+}
+
+func (t *sendTracker) wait(key sendKey, c *Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := t.waiting[key]
+	if w == nil {
+		w = &waiter{}
+		t.waiting[key] = w
+	}
+	w.conns = append(w.conns, c)
+	w.deadline = time.Now().Add(t.g.opts.SendTimeout)
+	c.inflight.Add(1)
+}
+
+// resolve delivers a result to every connection waiting for key.
+func (t *sendTracker) resolve(key sendKey, res *pb.SendResult) {
+	t.mu.Lock()
+	w := t.waiting[key]
+	delete(t.waiting, key)
+	t.mu.Unlock()
+	if w == nil {
+		return
+	}
+	t.g.metrics.sendResults.WithLabelValues(res.GetStatus().String()).Inc()
+	for _, c := range w.conns {
+		c.inflight.Add(-1)
+		c.enqueue(outItem{msg: res})
+	}
+}
+
+// keyOf recovers a send's key from its SEND message.
+func keyOf(m *nats.Msg) (sendKey, bool) {
+	id := m.Header.Get(jetstream.MsgIDHeader)
+	uidStr, cmid, ok := strings.Cut(id, ":")
+	if !ok {
+		return sendKey{}, false
+	}
+	uid, err := strconv.ParseInt(uidStr, 10, 64)
+	return sendKey{uid, cmid}, err == nil
+}
+
+// onPubAck runs on the JetStream ack goroutine and must not block.
+func (t *sendTracker) onPubAck(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubAck) {
+	if !ack.Duplicate {
+		return // the fanout will answer
+	}
+	key, ok := keyOf(m)
+	if !ok {
+		return
+	}
+	t.g.metrics.duplicateSends.Inc()
+	t.mu.Lock()
+	if w := t.waiting[key]; w != nil {
+		w.duplicate = true
+		w.nextPoll = time.Time{}
+	}
+	t.mu.Unlock()
+}
+
+// onPubErr runs on the JetStream ack goroutine and must not block.
+func (t *sendTracker) onPubErr(_ jetstream.JetStream, m *nats.Msg, err error) {
+	if key, ok := keyOf(m); ok {
+		t.resolve(key, failed(key.cmid, pb.ErrorCode_UNAVAILABLE, "send log did not acknowledge: "+err.Error()))
+	}
+}
+
+// onResult handles a fanout answer on <resultPrefix><uid>.
+func (t *sendTracker) onResult(m *nats.Msg) {
+	uid, err := strconv.ParseInt(m.Subject[len(t.g.resultPrefix):], 10, 64)
+	if err != nil {
+		return
+	}
+	res := new(pb.SendResult)
+	if err := proto.Unmarshal(m.Data, res); err != nil {
+		t.g.log.Warn("undecodable send result", zap.String("subject", m.Subject), zap.Error(err))
+		return
+	}
+	t.resolve(sendKey{uid, res.GetClientMsgId()}, res)
+}
+
+// sweep expires waiters past their deadline and polls Postgres for sends
+// that JetStream reported as duplicates (their original's answer may have
+// gone to another gateway, or long ago).
+func (t *sendTracker) sweep(ctx context.Context, now time.Time) {
+	var expired, poll []sendKey
+	t.mu.Lock()
+	for k, w := range t.waiting {
+		switch {
+		case now.After(w.deadline):
+			expired = append(expired, k)
+		case w.duplicate && !now.Before(w.nextPoll):
+			w.nextPoll = now.Add(500 * time.Millisecond)
+			poll = append(poll, k)
+		}
+	}
+	t.mu.Unlock()
+	for _, k := range expired {
+		t.resolve(k, failed(k.cmid, pb.ErrorCode_TIMEOUT, "no result in time; retry with the same client_msg_id"))
+	}
+	if len(poll) == 0 {
+		return
+	}
+	keys := make([]store.SendKey, len(poll))
+	for i, k := range poll {
+		keys[i] = store.SendKey{Sender: k.uid, ClientMsgID: k.cmid}
+	}
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lk, err := t.g.st.LookupSends(qctx, keys)
+	if err != nil {
+		t.g.log.Warn("look up duplicate sends", zap.Error(err))
+		return
+	}
+	for i, k := range poll {
+		if m, ok := lk.Stored[keys[i]]; ok && m.FannedOut {
+			t.resolve(k, &pb.SendResult{ClientMsgId: k.cmid, MsgId: m.MsgID, ConvSeq: m.ConvSeq, Status: pb.SendStatus_STORED})
+		} else if r, ok := lk.Rejected[keys[i]]; ok {
+			t.resolve(k, rejected(k.cmid, pb.ErrorCode(r.Code), r.Message))
+		}
+		// Otherwise the original is still being fanned out: keep waiting.
+	}
+}
+
+func (t *sendTracker) run(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			t.sweep(ctx, now)
+		}
+	}
+}
+
+// forget drops c from every waiter (it closed); results still resolve for
+// other connections of the same send.
+func (t *sendTracker) forget(c *Conn) {
+	if c.inflight.Load() == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, w := range t.waiting {
+		for i, wc := range w.conns {
+			if wc == c {
+				w.conns = append(w.conns[:i], w.conns[i+1:]...)
+				break
+			}
+		}
+		if len(w.conns) == 0 {
+			delete(t.waiting, k)
+		}
+	}
+}

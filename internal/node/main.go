@@ -1,0 +1,66 @@
+package node
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/inboxd/inboxd/internal/config"
+)
+
+// Main is the whole main() of an inboxd binary: parse flags, start the
+// roles, wait for SIGINT/SIGTERM, shut down. adjust may change defaults
+// before flags are registered.
+func Main(name string, roles config.Role, adjust func(*config.Config)) {
+	cfg := config.Defaults()
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	cfg.Register(fs, roles)
+	_ = fs.Parse(os.Args[1:])
+
+	log, err := NewLogger(cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	defer func() { _ = log.Sync() }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	n, err := Start(ctx, cfg, roles, log)
+	if err != nil {
+		log.Error("start failed", zap.Error(err))
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	done := make(chan struct{})
+	go func() { n.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		log.Warn("shutdown took longer than 30s; exiting")
+	}
+}
+
+// NewLogger returns a JSON logger at level.
+func NewLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	c := zap.NewProductionConfig()
+	c.Level = zap.NewAtomicLevelAt(lvl)
+	c.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	c.Sampling = nil
+	return c.Build()
+}

@@ -1,0 +1,230 @@
+// Package node wires inboxd's roles (embedded NATS, gateway, fanout, syncer)
+// into one process from a config. Every binary in cmd/ is a node with some
+// of the roles; cmd/inboxd has all of them.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+
+	"github.com/inboxd/inboxd/internal/admin"
+	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/fanout"
+	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/natsconn"
+	"github.com/inboxd/inboxd/internal/natsembed"
+	"github.com/inboxd/inboxd/internal/ops"
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
+)
+
+// Node is a running set of roles.
+type Node struct {
+	cfg   config.Config
+	roles config.Role
+	log   *zap.Logger
+
+	NATS    *server.Server // set with RoleEmbeddedNATS
+	NC      *nats.Conn
+	Store   *store.Store
+	Gateway *gateway.Gateway
+	Fanout  *fanout.Fanout
+	Ops     *ops.Server
+
+	admin  *admin.Service
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start brings the roles up and returns once they serve. Postgres and NATS
+// that are not up yet are waited for (logged), until ctx ends.
+func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.Logger) (_ *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, roles: roles, log: log}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if n.Ops, err = ops.Listen(cfg.HTTPAddr, reg); err != nil {
+		return nil, err
+	}
+
+	natsURL := cfg.NATSURL
+	if roles&config.RoleEmbeddedNATS != 0 {
+		host, port, err := splitHostPort(cfg.NATSListen)
+		if err != nil {
+			return nil, err
+		}
+		n.NATS, err = natsembed.Start(natsembed.Options{Host: host, Port: port, StoreDir: filepath.Join(cfg.DataDir, "jetstream")})
+		if err != nil {
+			return nil, err
+		}
+		natsURL = n.NATS.ClientURL()
+		log.Info("embedded NATS JetStream", zap.String("url", natsURL), zap.String("store", filepath.Join(cfg.DataDir, "jetstream")))
+	}
+	if roles&^config.RoleEmbeddedNATS == 0 {
+		n.Ops.AddCheck(ops.Check{Name: "nats", Fn: func(context.Context) error {
+			if !n.NATS.ReadyForConnections(0) {
+				return errors.New("not ready")
+			}
+			return nil
+		}})
+		return n, nil // NATS only
+	}
+
+	if n.Store, err = openStore(ctx, cfg.DatabaseURL, log); err != nil {
+		return nil, err
+	}
+	v, err := n.Store.Migrate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("postgres schema ready", zap.Int32("version", v))
+
+	if n.NC, err = natsconn.Connect(natsURL, "inboxd-"+roleNames(roles), log); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(n.NC)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = streams.EnsureStreams(sctx, js, cfg.Layout)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	n.Ops.AddCheck(ops.Check{Name: "nats", Fn: func(context.Context) error {
+		if !n.NC.IsConnected() {
+			return errors.New("disconnected")
+		}
+		return nil
+	}})
+	n.Ops.AddCheck(ops.Check{Name: "postgres", Fn: n.Store.Ping})
+	n.Ops.AddCheck(ops.Check{Name: "streams", Fn: func(ctx context.Context) error {
+		_, err := js.Stream(ctx, streams.SendStream)
+		return err
+	}})
+
+	rctx, cancelRun := context.WithCancel(context.Background())
+	n.cancel = cancelRun
+	if roles&config.RoleSyncer != 0 {
+		if n.admin, err = admin.Start(n.NC, n.Store, log.Named("admin")); err != nil {
+			return nil, err
+		}
+	}
+	if roles&config.RoleFanout != 0 {
+		n.Fanout, err = fanout.New(fanout.Options{Layout: cfg.Layout, NodeID: cfg.NodeID, BatchSize: cfg.BatchSize},
+			log.Named("fanout"), n.NC, n.Store, reg)
+		if err != nil {
+			return nil, err
+		}
+		if err := streams.EnsureFanoutConsumers(ctx, js, cfg.Layout); err != nil {
+			return nil, err
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := n.Fanout.Run(rctx); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("fanout stopped", zap.Error(err))
+			}
+		}()
+	}
+	if roles&config.RoleGateway != 0 {
+		if cfg.TokenSecret == auth.DevSecret {
+			log.Warn("gateway uses the development token secret; set --token-secret or INBOXD_TOKEN_SECRET in production")
+		}
+		n.Gateway, err = gateway.New(gateway.Options{
+			WSAddr: cfg.WSAddr, TCPAddr: cfg.TCPAddr, Layout: cfg.Layout, Heartbeat: cfg.Heartbeat,
+		}, log.Named("gateway"), n.NC, n.Store, auth.NewVerifier(cfg.TokenSecret), reg)
+		if err != nil {
+			return nil, err
+		}
+		if err := n.Gateway.Start(rctx); err != nil {
+			return nil, err
+		}
+	}
+	log.Info("inboxd node ready", zap.String("roles", roleNames(roles)), zap.String("http", n.Ops.Addr()))
+	return n, nil
+}
+
+// Close stops the roles in reverse order of dependency.
+func (n *Node) Close() {
+	if n.Gateway != nil {
+		n.Gateway.Shutdown()
+	}
+	if n.admin != nil {
+		_ = n.admin.Stop()
+	}
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.wg.Wait()
+	if n.NC != nil {
+		_ = n.NC.Drain()
+		for i := 0; i < 50 && !n.NC.IsClosed(); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		n.NC.Close()
+	}
+	if n.Store != nil {
+		n.Store.Close()
+	}
+	if n.NATS != nil {
+		n.NATS.Shutdown()
+		n.NATS.WaitForShutdown()
+	}
+	if n.Ops != nil {
+		_ = n.Ops.Close()
+	}
+}
+
+func openStore(ctx context.Context, url string, log *zap.Logger) (*store.Store, error) {
+	delay := 250 * time.Millisecond
+	for {
+		st, err := store.Open(ctx, url, 0)
+		if err == nil {
+			return st, nil
+		}
+		log.Warn("postgres not reachable yet; retrying", zap.Error(err), zap.Duration("in", delay))
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("postgres: %w (gave up: %v)", err, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+func roleNames(r config.Role) string {
+	var s string
+	for _, x := range []struct {
+		r config.Role
+		n string
+	}{{config.RoleEmbeddedNATS, "nats"}, {config.RoleGateway, "gateway"}, {config.RoleFanout, "fanout"}, {config.RoleSyncer, "syncer"}} {
+		if r&x.r != 0 {
+			if s != "" {
+				s += "+"
+			}
+			s += x.n
+		}
+	}
+	return s
+}

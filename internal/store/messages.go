@@ -1,0 +1,281 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SendKey identifies a send forever: the sender and the id its client chose.
+type SendKey struct {
+	Sender      int64
+	ClientMsgID string
+}
+
+// Message is one msg_content row.
+type Message struct {
+	MsgID        int64
+	ConvID       int64
+	ConvSeq      int64
+	SenderUID    int64
+	SenderDevice string
+	ClientMsgID  string
+	Kind         int
+	Body         string
+	CreatedAt    time.Time
+	FannedOut    bool
+}
+
+// Key returns the send key of m.
+func (m *Message) Key() SendKey { return SendKey{m.SenderUID, m.ClientMsgID} }
+
+// Reject is one send_reject row: a send refused for good.
+type Reject struct {
+	Key     SendKey
+	Code    int32
+	Message string
+}
+
+// ConvState is what a fanout batch needs of a locked conversation row.
+type ConvState struct {
+	Kind      int
+	LastSeq   int64
+	MemberVer int64
+}
+
+// SendLookup is the answer to "which of these sends were seen before".
+type SendLookup struct {
+	Stored   map[SendKey]*Message
+	Rejected map[SendKey]Reject
+}
+
+func splitKeys(keys []SendKey) ([]int64, []string) {
+	senders := make([]int64, len(keys))
+	cmids := make([]string, len(keys))
+	for i, k := range keys {
+		senders[i], cmids[i] = k.Sender, k.ClientMsgID
+	}
+	return senders, cmids
+}
+
+const (
+	sqlLockConversations = `
+		SELECT conv_id, kind, last_seq, member_ver FROM conversation
+		WHERE conv_id = ANY($1::bigint[]) ORDER BY conv_id FOR UPDATE`
+	sqlFindStored = `
+		SELECT m.msg_id, m.conv_id, m.conv_seq, m.sender_uid, m.sender_device,
+		       m.client_msg_id, m.kind, m.body, m.created_at, m.fanned_out
+		FROM unnest($1::bigint[], $2::text[]) AS k(sender, cmid)
+		JOIN msg_content m ON m.sender_uid = k.sender AND m.client_msg_id = k.cmid`
+	sqlFindRejected = `
+		SELECT r.sender_uid, r.client_msg_id, r.code, r.message
+		FROM unnest($1::bigint[], $2::text[]) AS k(sender, cmid)
+		JOIN send_reject r ON r.sender_uid = k.sender AND r.client_msg_id = k.cmid`
+)
+
+// BeginBatch locks the conversations of a fanout batch (in conv_id order, so
+// concurrent writers cannot deadlock) and looks up which sends of the batch
+// were stored or rejected before, in one round trip.
+func BeginBatch(ctx context.Context, tx pgx.Tx, convIDs []int64, keys []SendKey) (map[int64]ConvState, SendLookup, error) {
+	senders, cmids := splitKeys(keys)
+	b := &pgx.Batch{}
+	b.Queue(sqlLockConversations, convIDs)
+	b.Queue(sqlFindStored, senders, cmids)
+	b.Queue(sqlFindRejected, senders, cmids)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+
+	convs := make(map[int64]ConvState, len(convIDs))
+	rows, err := br.Query()
+	if err != nil {
+		return nil, SendLookup{}, fmt.Errorf("store: lock conversations: %w", err)
+	}
+	for rows.Next() {
+		var id int64
+		var c ConvState
+		if err := rows.Scan(&id, &c.Kind, &c.LastSeq, &c.MemberVer); err != nil {
+			return nil, SendLookup{}, err
+		}
+		convs[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, SendLookup{}, fmt.Errorf("store: lock conversations: %w", err)
+	}
+	lk, err := scanLookup(br)
+	if err != nil {
+		return nil, SendLookup{}, err
+	}
+	return convs, lk, br.Close()
+}
+
+func scanLookup(br pgx.BatchResults) (SendLookup, error) {
+	lk := SendLookup{Stored: map[SendKey]*Message{}, Rejected: map[SendKey]Reject{}}
+	rows, err := br.Query()
+	if err != nil {
+		return lk, fmt.Errorf("store: find stored sends: %w", err)
+	}
+	for rows.Next() {
+		m := &Message{}
+		if err := rows.Scan(&m.MsgID, &m.ConvID, &m.ConvSeq, &m.SenderUID, &m.SenderDevice,
+			&m.ClientMsgID, &m.Kind, &m.Body, &m.CreatedAt, &m.FannedOut); err != nil {
+			return lk, err
+		}
+		lk.Stored[m.Key()] = m
+	}
+	if err := rows.Err(); err != nil {
+		return lk, fmt.Errorf("store: find stored sends: %w", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return lk, fmt.Errorf("store: find rejected sends: %w", err)
+	}
+	for rows.Next() {
+		var r Reject
+		if err := rows.Scan(&r.Key.Sender, &r.Key.ClientMsgID, &r.Code, &r.Message); err != nil {
+			return lk, err
+		}
+		lk.Rejected[r.Key] = r
+	}
+	if err := rows.Err(); err != nil {
+		return lk, fmt.Errorf("store: find rejected sends: %w", err)
+	}
+	return lk, nil
+}
+
+// LookupSends answers, outside any batch, whether sends were stored or
+// rejected (the gateway asks when JetStream reports a duplicate send).
+func (s *Store) LookupSends(ctx context.Context, keys []SendKey) (SendLookup, error) {
+	senders, cmids := splitKeys(keys)
+	b := &pgx.Batch{}
+	b.Queue(sqlFindStored, senders, cmids)
+	b.Queue(sqlFindRejected, senders, cmids)
+	br := s.Pool.SendBatch(ctx, b)
+	defer br.Close()
+	lk, err := scanLookup(br)
+	if err != nil {
+		return lk, err
+	}
+	return lk, br.Close()
+}
+
+// ActiveMembers returns the current members of each conversation.
+func ActiveMembers(ctx context.Context, tx pgx.Tx, convIDs []int64) (map[int64][]int64, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT conv_id, uid FROM conv_member
+		WHERE conv_id = ANY($1::bigint[]) AND left_seq IS NULL ORDER BY conv_id, uid`, convIDs)
+	if err != nil {
+		return nil, fmt.Errorf("store: members: %w", err)
+	}
+	out := make(map[int64][]int64, len(convIDs))
+	var conv, uid int64
+	_, err = pgx.ForEachRow(rows, []any{&conv, &uid}, func() error {
+		out[conv] = append(out[conv], uid)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: members: %w", err)
+	}
+	return out, nil
+}
+
+// CommitBatch writes what a fanout batch decided, in one round trip: the new
+// msg_content rows, each conversation's new last_seq, the senders' read_seq
+// (their own messages count as read) and the rejects.
+func CommitBatch(ctx context.Context, tx pgx.Tx, msgs []*Message, lastSeq map[int64]int64, rejects []Reject) error {
+	b := &pgx.Batch{}
+	if len(msgs) > 0 {
+		n := len(msgs)
+		var (
+			ids, convs, seqs, senders = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+			devices, cmids, bodies    = make([]string, n), make([]string, n), make([]string, n)
+			kinds                     = make([]int16, n)
+			created                   = make([]time.Time, n)
+		)
+		for i, m := range msgs {
+			ids[i], convs[i], seqs[i], senders[i] = m.MsgID, m.ConvID, m.ConvSeq, m.SenderUID
+			devices[i], cmids[i], bodies[i] = m.SenderDevice, m.ClientMsgID, m.Body
+			kinds[i], created[i] = int16(m.Kind), m.CreatedAt
+		}
+		b.Queue(`
+			INSERT INTO msg_content (msg_id, conv_id, conv_seq, sender_uid, sender_device,
+			                         client_msg_id, kind, body, created_at)
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[],
+			                     $6::text[], $7::smallint[], $8::text[], $9::timestamptz[])`,
+			ids, convs, seqs, senders, devices, cmids, kinds, bodies, created)
+		// The sender has read its own message: raise its read_seq.
+		b.Queue(`
+			UPDATE conv_member c SET read_seq = s.seq
+			FROM (SELECT conv, sender, max(seq) AS seq
+			      FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS t(conv, sender, seq)
+			      GROUP BY conv, sender) s
+			WHERE c.conv_id = s.conv AND c.uid = s.sender AND c.read_seq < s.seq`,
+			convs, senders, seqs)
+	}
+	if len(lastSeq) > 0 {
+		convs := make([]int64, 0, len(lastSeq))
+		seqs := make([]int64, 0, len(lastSeq))
+		for c, s := range lastSeq {
+			convs, seqs = append(convs, c), append(seqs, s)
+		}
+		b.Queue(`
+			UPDATE conversation c SET last_seq = t.seq
+			FROM unnest($1::bigint[], $2::bigint[]) AS t(conv, seq)
+			WHERE c.conv_id = t.conv`, convs, seqs)
+	}
+	if len(rejects) > 0 {
+		senders := make([]int64, len(rejects))
+		cmids := make([]string, len(rejects))
+		codes := make([]int32, len(rejects))
+		texts := make([]string, len(rejects))
+		for i, r := range rejects {
+			senders[i], cmids[i], codes[i], texts[i] = r.Key.Sender, r.Key.ClientMsgID, r.Code, r.Message
+		}
+		b.Queue(`
+			INSERT INTO send_reject (sender_uid, client_msg_id, code, message)
+			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[])
+			ON CONFLICT DO NOTHING`, senders, cmids, codes, texts)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("store: commit batch: %w", err)
+	}
+	return nil
+}
+
+// MarkFannedOut records that every inbox entry of these messages is durable.
+func (s *Store) MarkFannedOut(ctx context.Context, msgIDs []int64) error {
+	if len(msgIDs) == 0 {
+		return nil
+	}
+	_, err := s.Pool.Exec(ctx, `UPDATE msg_content SET fanned_out = true WHERE msg_id = ANY($1::bigint[]) AND NOT fanned_out`, msgIDs)
+	if err != nil {
+		return fmt.Errorf("store: mark fanned out: %w", err)
+	}
+	return nil
+}
+
+// MaxMsgID returns the largest msg_id stored (0 when there is none); a fanout
+// seeds its id generator with it so a clock that moved back across a restart
+// cannot reissue an id.
+func (s *Store) MaxMsgID(ctx context.Context) (int64, error) {
+	var id *int64
+	if err := s.Pool.QueryRow(ctx, `SELECT max(msg_id) FROM msg_content`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("store: max msg_id: %w", err)
+	}
+	if id == nil {
+		return 0, nil
+	}
+	return *id, nil
+}
+
+// IsUniqueViolation reports whether err is a Postgres unique violation
+// (another writer stored the same row first).
+func IsUniqueViolation(err error) bool {
+	var pgErr interface{ SQLState() string }
+	return errors.As(err, &pgErr) && pgErr.SQLState() == "23505"
+}

@@ -1,0 +1,192 @@
+// Package streams turns the JSON definitions under jetstream/ into the
+// streams and consumers of an installation and creates or updates them.
+package streams
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	defs "github.com/inboxd/inboxd/jetstream"
+)
+
+// Names and subjects. A user's inbox is the literal subject inbox.<p>.<uid>
+// in stream INBOX_<p>; a send is send.<p>.<conv_id> in stream SEND, read by
+// the durable consumer fanout_<p>.
+const (
+	SendStream        = "SEND"
+	InboxStreamPrefix = "INBOX_"
+	FanoutGroup       = "fanout"
+
+	// metaPartitions records, on every INBOX stream, the partition count the
+	// installation was created with; a service configured differently refuses
+	// to start instead of writing users into the wrong partitions.
+	metaPartitions     = "inboxd_partitions"
+	metaSendPartitions = "inboxd_send_partitions"
+)
+
+// Layout is the partitioning of an installation. It is fixed at install.
+type Layout struct {
+	InboxPartitions int // N: INBOX_0 .. INBOX_<N-1>
+	SendPartitions  int // S: fanout_0 .. fanout_<S-1>
+}
+
+// DefaultLayout is 16 inbox and 16 send partitions.
+var DefaultLayout = Layout{InboxPartitions: 16, SendPartitions: 16}
+
+// Validate checks the partition counts.
+func (l Layout) Validate() error {
+	if l.InboxPartitions < 1 || l.InboxPartitions > 1024 {
+		return fmt.Errorf("streams: inbox partitions %d out of range 1..1024", l.InboxPartitions)
+	}
+	if l.SendPartitions < 1 || l.SendPartitions > 1024 {
+		return fmt.Errorf("streams: send partitions %d out of range 1..1024", l.SendPartitions)
+	}
+	return nil
+}
+
+// InboxStream returns the stream name of inbox partition p.
+func InboxStream(p int) string { return InboxStreamPrefix + strconv.Itoa(p) }
+
+// InboxSubject returns the subject of uid's inbox in partition p.
+func InboxSubject(p int, uid int64) string {
+	return "inbox." + strconv.Itoa(p) + "." + strconv.FormatInt(uid, 10)
+}
+
+// SendSubject returns the subject of a send to conv in send partition p.
+func SendSubject(p int, conv int64) string {
+	return "send." + strconv.Itoa(p) + "." + strconv.FormatInt(conv, 10)
+}
+
+// FanoutConsumer returns the durable name of send partition p's consumer.
+func FanoutConsumer(p int) string { return "fanout_" + strconv.Itoa(p) }
+
+func decode(path string, v any) error {
+	b, err := defs.FS.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("streams: %s: %w", path, err)
+	}
+	return nil
+}
+
+// SendStreamConfig returns the SEND stream as defined in jetstream/streams/SEND.json.
+func SendStreamConfig() (jetstream.StreamConfig, error) {
+	var c jetstream.StreamConfig
+	err := decode("streams/SEND.json", &c)
+	return c, err
+}
+
+// InboxStreamConfig returns INBOX_<p>, derived from jetstream/streams/INBOX.json.
+func InboxStreamConfig(l Layout, p int) (jetstream.StreamConfig, error) {
+	var c jetstream.StreamConfig
+	if err := decode("streams/INBOX.json", &c); err != nil {
+		return c, err
+	}
+	if c.Name != InboxStream(0) || len(c.Subjects) != 1 || c.Subjects[0] != "inbox.0.*" {
+		return c, errors.New("streams: INBOX.json must define partition 0 (name INBOX_0, subject inbox.0.*)")
+	}
+	c.Name = InboxStream(p)
+	c.Subjects = []string{"inbox." + strconv.Itoa(p) + ".*"}
+	c.Description = strings.Replace(c.Description, "partition 0", "partition "+strconv.Itoa(p), 1)
+	if c.Metadata == nil {
+		c.Metadata = map[string]string{}
+	}
+	c.Metadata[metaPartitions] = strconv.Itoa(l.InboxPartitions)
+	return c, nil
+}
+
+// FanoutConsumerConfig returns fanout_<p>, derived from
+// jetstream/consumers/SEND_fanout.json.
+func FanoutConsumerConfig(p int) (jetstream.ConsumerConfig, error) {
+	var c jetstream.ConsumerConfig
+	if err := decode("consumers/SEND_fanout.json", &c); err != nil {
+		return c, err
+	}
+	if c.Durable != FanoutConsumer(0) || c.FilterSubject != "send.0.*" {
+		return c, errors.New("streams: SEND_fanout.json must define partition 0 (durable fanout_0, filter send.0.*)")
+	}
+	c.Durable = FanoutConsumer(p)
+	c.FilterSubject = "send." + strconv.Itoa(p) + ".*"
+	c.Description = strings.Replace(c.Description, "partition 0", "partition "+strconv.Itoa(p), 1)
+	return c, nil
+}
+
+// EnsureStreams creates or updates SEND and every INBOX partition. It refuses
+// to touch an installation created with a different inbox partition count.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if err := checkLayout(ctx, js, l); err != nil {
+		return err
+	}
+	send, err := SendStreamConfig()
+	if err != nil {
+		return err
+	}
+	if send.Metadata == nil {
+		send.Metadata = map[string]string{}
+	}
+	send.Metadata[metaSendPartitions] = strconv.Itoa(l.SendPartitions)
+	if _, err := js.CreateOrUpdateStream(ctx, send); err != nil {
+		return fmt.Errorf("streams: ensure %s: %w", send.Name, err)
+	}
+	for p := 0; p < l.InboxPartitions; p++ {
+		c, err := InboxStreamConfig(l, p)
+		if err != nil {
+			return err
+		}
+		if _, err := js.CreateOrUpdateStream(ctx, c); err != nil {
+			return fmt.Errorf("streams: ensure %s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
+
+func checkLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
+	for _, c := range []struct {
+		stream, key string
+		want        int
+	}{
+		{InboxStream(0), metaPartitions, l.InboxPartitions},
+		{SendStream, metaSendPartitions, l.SendPartitions},
+	} {
+		s, err := js.Stream(ctx, c.stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue // a new installation
+		}
+		if err != nil {
+			return fmt.Errorf("streams: look up %s: %w", c.stream, err)
+		}
+		have := s.CachedInfo().Config.Metadata[c.key]
+		if have != "" && have != strconv.Itoa(c.want) {
+			return fmt.Errorf("streams: stream %s was created with %s=%s, configured %d: partition counts are fixed at install", c.stream, c.key, have, c.want)
+		}
+	}
+	return nil
+}
+
+// EnsureFanoutConsumers creates or updates fanout_<p> for every send partition.
+func EnsureFanoutConsumers(ctx context.Context, js jetstream.JetStream, l Layout) error {
+	for p := 0; p < l.SendPartitions; p++ {
+		c, err := FanoutConsumerConfig(p)
+		if err != nil {
+			return err
+		}
+		if _, err := js.CreateOrUpdateConsumer(ctx, SendStream, c); err != nil {
+			return fmt.Errorf("streams: ensure consumer %s: %w", c.Durable, err)
+		}
+	}
+	return nil
+}

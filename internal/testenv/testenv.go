@@ -1,0 +1,194 @@
+// Package testenv holds the shared fixtures of inboxd's tests: a real
+// embedded nats-server in a temp dir, a fresh Postgres database per test,
+// whole nodes on free ports, and client tokens. Nothing is mocked.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats-server/v2/server"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/natsembed"
+	"github.com/inboxd/inboxd/internal/node"
+	"github.com/inboxd/inboxd/internal/store"
+)
+
+// AdminURL is the Postgres URL tests create their databases through
+// (env INBOXD_TEST_DATABASE_URL; `make test` prepares the default).
+func AdminURL() string {
+	if u := os.Getenv("INBOXD_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://inboxd:inboxd@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// Secret is the token secret of test nodes.
+const Secret = "inboxd-test-secret"
+
+// Database creates an empty database for one test and drops it afterwards.
+// It returns the database's URL.
+func Database(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("testenv: connect to Postgres at %s (run `make test`, which prepares it): %v", AdminURL(), err)
+	}
+	defer conn.Close(ctx)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "inboxd_test_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("testenv: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, AdminURL())
+		if err != nil {
+			t.Logf("testenv: drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("testenv: drop %s: %v", name, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", cfg.User, cfg.Password,
+		net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), name)
+}
+
+// Store opens a fresh, migrated database.
+func Store(t testing.TB) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, Database(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// NATS is a restartable embedded nats-server with JetStream.
+type NATS struct {
+	t    testing.TB
+	Dir  string
+	Port int
+	S    *server.Server
+}
+
+// StartNATS starts a JetStream server on a free port with its store in a
+// temp dir; it is shut down when the test ends.
+func StartNATS(t testing.TB) *NATS {
+	t.Helper()
+	n := &NATS{t: t, Dir: t.TempDir(), Port: FreePort(t)}
+	n.Start()
+	t.Cleanup(n.Stop)
+	return n
+}
+
+// URL is the server's client URL.
+func (n *NATS) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(n.Port) }
+
+// Start (re)starts the server on the same port and store.
+func (n *NATS) Start() {
+	n.t.Helper()
+	s, err := natsembed.Start(natsembed.Options{Port: n.Port, StoreDir: n.Dir})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.S = s
+}
+
+// Stop shuts the server down (clients see a disconnect).
+func (n *NATS) Stop() {
+	if n.S != nil {
+		n.S.Shutdown()
+		n.S.WaitForShutdown()
+		n.S = nil
+	}
+}
+
+// FreePort returns a TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Config returns a node configuration on free ports against databaseURL.
+func Config(t testing.TB, databaseURL string) config.Config {
+	c := config.Defaults()
+	c.DatabaseURL = databaseURL
+	c.HTTPAddr = "127.0.0.1:0"
+	c.WSAddr = "127.0.0.1:0"
+	c.TCPAddr = "127.0.0.1:0"
+	c.NATSListen = "127.0.0.1:0"
+	c.DataDir = t.TempDir()
+	c.TokenSecret = Secret
+	c.Layout.InboxPartitions = 4
+	c.Layout.SendPartitions = 4
+	return c
+}
+
+// Logger returns a logger that writes to the test log at warn level and above.
+func Logger(t testing.TB) *zap.Logger {
+	return zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+}
+
+// StartNode starts a node with roles and stops it when the test ends.
+func StartNode(t testing.TB, cfg config.Config, roles config.Role) *node.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, cfg, roles, Logger(t))
+	if err != nil {
+		t.Fatalf("testenv: start node: %v", err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+// AllInOne starts an all-in-one node (embedded NATS, gateway, fanout,
+// syncer) on a fresh database.
+func AllInOne(t testing.TB) *node.Node {
+	t.Helper()
+	return StartNode(t, Config(t, Database(t)),
+		config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+}
+
+// Token returns a client token for uid and device valid for an hour.
+func Token(t testing.TB, uid int64, device string) string {
+	t.Helper()
+	tok, err := auth.NewSigner(Secret).Issue(uid, device, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
