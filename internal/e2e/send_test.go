@@ -9,12 +9,13 @@ import (
 
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/internal/testenv/testnode"
 	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
 func TestSendStoredOverBothTransports(t *testing.T) {
-	n := testenv.AllInOne(t)
+	n := testnode.AllInOne(t)
 	conv := createConv(t, n, false, 1, 2)
 	for i, tr := range []string{"ws", "tcp"} {
 		c := dial(t, n, tr, 1, "phone-"+tr)
@@ -28,7 +29,7 @@ func TestSendStoredOverBothTransports(t *testing.T) {
 	}
 	// Both members' inboxes hold both messages, the sender's included.
 	for _, uid := range []int64{1, 2} {
-		es := testenv.InboxEntries(t, n.NC, testenv.Config(t, "").Layout, uid)
+		es := testenv.InboxEntries(t, n.NC, testnode.Config(t, "").Layout, uid)
 		if len(es) != 2 || es[0].ConvSeq != 1 || es[1].ConvSeq != 2 {
 			t.Fatalf("inbox of %d: %+v", uid, es)
 		}
@@ -36,8 +37,8 @@ func TestSendStoredOverBothTransports(t *testing.T) {
 }
 
 func TestRetriedSendIsStoredOnce(t *testing.T) {
-	n := testenv.AllInOne(t)
-	layout := testenv.Config(t, "").Layout
+	n := testnode.AllInOne(t)
+	layout := testnode.Config(t, "").Layout
 	members := []int64{10, 11, 12}
 	conv := createConv(t, n, true, members...)
 	ctx := ctxT(t, 60*time.Second)
@@ -82,7 +83,7 @@ func TestRetriedSendIsStoredOnce(t *testing.T) {
 }
 
 func TestNonMemberSendIsRejectedAndStoresNothing(t *testing.T) {
-	n := testenv.AllInOne(t)
+	n := testnode.AllInOne(t)
 	conv := createConv(t, n, true, 20, 21)
 	c := dial(t, n, "ws", 99, "intruder")
 	_, err := c.Send(ctxT(t, 20*time.Second), conv, "x-1", "let me in")
@@ -105,7 +106,7 @@ func TestNonMemberSendIsRejectedAndStoresNothing(t *testing.T) {
 	if got := count(t, n, `SELECT last_seq FROM conversation WHERE conv_id = $1`, conv); got != 0 {
 		t.Fatalf("last_seq %d after rejected sends", got)
 	}
-	layout := testenv.Config(t, "").Layout
+	layout := testnode.Config(t, "").Layout
 	for _, uid := range []int64{20, 21, 99} {
 		if es := testenv.InboxEntries(t, n.NC, layout, uid); len(es) != 0 {
 			t.Fatalf("inbox of %d holds %d entries after rejected sends", uid, len(es))
@@ -114,7 +115,7 @@ func TestNonMemberSendIsRejectedAndStoresNothing(t *testing.T) {
 }
 
 func TestInvalidSendIsRejected(t *testing.T) {
-	n := testenv.AllInOne(t)
+	n := testnode.AllInOne(t)
 	conv := createConv(t, n, false, 1, 2)
 	c := dial(t, n, "tcp", 1, "d")
 	for name, s := range map[string]struct {
@@ -138,8 +139,8 @@ func TestInvalidSendIsRejected(t *testing.T) {
 }
 
 func TestGroupOf50ConcurrentSendersDenseOrderedInboxes(t *testing.T) {
-	n := testenv.AllInOne(t)
-	layout := testenv.Config(t, "").Layout
+	n := testnode.AllInOne(t)
+	layout := testnode.Config(t, "").Layout
 	var members []int64
 	for uid := int64(100); uid < 150; uid++ {
 		members = append(members, uid)

@@ -6,7 +6,6 @@ package fanout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -36,8 +35,8 @@ type Options struct {
 	// one round of inbox publishes (default 256, at most the consumer's
 	// max_batch).
 	BatchSize int
-	// FetchWait bounds one pull request (default 1s). It must stay below the
-	// consumer's priority_timeout (PinnedTTL) or the pin flaps.
+	// FetchWait is the expiry of one pull request (default 2s). It must stay
+	// below the consumer's priority_timeout (PinnedTTL) or the pin flaps.
 	FetchWait time.Duration
 	// PublishTimeout bounds the wait for inbox publish acks (default 10s).
 	PublishTimeout time.Duration
@@ -53,7 +52,7 @@ func (o *Options) setDefaults() {
 		o.BatchSize = 256
 	}
 	if o.FetchWait <= 0 {
-		o.FetchWait = time.Second
+		o.FetchWait = 2 * time.Second
 	}
 	if o.PublishTimeout <= 0 {
 		o.PublishTimeout = 10 * time.Second
@@ -143,25 +142,47 @@ type partition struct {
 
 func (pt *partition) run(ctx context.Context) {
 	log := pt.f.log.With(zap.Int("partition", pt.p))
-	backoff := newBackoff(50*time.Millisecond, 5*time.Second)
-	for ctx.Err() == nil {
-		batch, err := pt.cons.Fetch(pt.f.opts.BatchSize,
-			jetstream.FetchMaxWait(pt.f.opts.FetchWait),
-			jetstream.FetchPriorityGroup(streams.FanoutGroup))
-		if err != nil {
-			log.Warn("fetch", zap.Error(err))
-			backoff.sleep(ctx)
-			continue
+	// Consume keeps pull requests outstanding (refreshed every FetchWait,
+	// below the consumer's PinnedTTL so the pin holds) and hands messages
+	// over as they arrive; batches form from whatever is waiting, so a lone
+	// send is not held back to fill a batch.
+	in := make(chan jetstream.Msg, 2*pt.f.opts.BatchSize)
+	cc, err := pt.cons.Consume(func(m jetstream.Msg) {
+		select {
+		case in <- m:
+		case <-ctx.Done():
 		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
+	},
+		jetstream.PullMaxMessages(pt.f.opts.BatchSize),
+		jetstream.PullExpiry(pt.f.opts.FetchWait),
+		jetstream.PullPriorityGroup(streams.FanoutGroup),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			log.Debug("consume", zap.Error(err))
+		}))
+	if err != nil {
+		log.Error("consume SEND partition", zap.Error(err))
+		return
+	}
+	defer cc.Stop()
+
+	backoff := newBackoff(50*time.Millisecond, 5*time.Second)
+	msgs := make([]jetstream.Msg, 0, pt.f.opts.BatchSize)
+	for {
+		msgs = msgs[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-in:
 			msgs = append(msgs, m)
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(msgs) == 0 {
-			log.Debug("fetch ended", zap.Error(err))
-		}
-		if len(msgs) == 0 {
-			continue
+	fill:
+		for len(msgs) < pt.f.opts.BatchSize {
+			select {
+			case m := <-in:
+				msgs = append(msgs, m)
+			default:
+				break fill
+			}
 		}
 		// A batch is retried until it succeeds: moving on would let later
 		// sends of a conversation overtake earlier ones.

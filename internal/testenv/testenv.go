@@ -20,9 +20,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/inboxd/inboxd/internal/auth"
-	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/natsembed"
-	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/store"
 )
 
@@ -142,45 +140,9 @@ func FreePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// Config returns a node configuration on free ports against databaseURL.
-func Config(t testing.TB, databaseURL string) config.Config {
-	c := config.Defaults()
-	c.DatabaseURL = databaseURL
-	c.HTTPAddr = "127.0.0.1:0"
-	c.WSAddr = "127.0.0.1:0"
-	c.TCPAddr = "127.0.0.1:0"
-	c.NATSListen = "127.0.0.1:0"
-	c.DataDir = t.TempDir()
-	c.TokenSecret = Secret
-	c.Layout.InboxPartitions = 4
-	c.Layout.SendPartitions = 4
-	return c
-}
-
 // Logger returns a logger that writes to the test log at warn level and above.
 func Logger(t testing.TB) *zap.Logger {
 	return zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-}
-
-// StartNode starts a node with roles and stops it when the test ends.
-func StartNode(t testing.TB, cfg config.Config, roles config.Role) *node.Node {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	n, err := node.Start(ctx, cfg, roles, Logger(t))
-	if err != nil {
-		t.Fatalf("testenv: start node: %v", err)
-	}
-	t.Cleanup(n.Close)
-	return n
-}
-
-// AllInOne starts an all-in-one node (embedded NATS, gateway, fanout,
-// syncer) on a fresh database.
-func AllInOne(t testing.TB) *node.Node {
-	t.Helper()
-	return StartNode(t, Config(t, Database(t)),
-		config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
 }
 
 // Token returns a client token for uid and device valid for an hour.

@@ -1,0 +1,366 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inboxd/inboxd/internal/ids"
+	"github.com/inboxd/inboxd/internal/natsconn"
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+var layout = streams.Layout{InboxPartitions: 4, SendPartitions: 2}
+
+// rig is a fanout on a real NATS server and a real database, fed by
+// publishing SEND records the way a gateway does.
+type rig struct {
+	t       *testing.T
+	nats    *testenv.NATS
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	st      *store.Store
+	f       *Fanout
+	results chan *pb.SendResult
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+func newRig(t *testing.T, opts Options, hook func() error) *rig {
+	t.Helper()
+	r := &rig{t: t, nats: testenv.StartNATS(t), st: testenv.Store(t), results: make(chan *pb.SendResult, 1000)}
+	var err error
+	r.nc, err = natsconn.Connect(r.nats.URL(), "fanout-test", testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.nc.Close)
+	r.js, _ = jetstream.New(r.nc)
+	ctx := context.Background()
+	if err := streams.EnsureStreams(ctx, r.js, layout); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.nc.Subscribe("test.results", func(m *nats.Msg) {
+		res := new(pb.SendResult)
+		if proto.Unmarshal(m.Data, res) == nil {
+			r.results <- res
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	opts.Layout = layout
+	r.f, err = New(opts, testenv.Logger(t), r.nc, r.st, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.f.afterCommit = hook
+	rctx, cancel := context.WithCancel(ctx)
+	r.stop, r.done = cancel, make(chan struct{})
+	go func() {
+		defer close(r.done)
+		_ = r.f.Run(rctx)
+	}()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
+}
+
+// send publishes a SEND record as the gateway does; msgID is the JetStream
+// dedupe id (the gateway uses "<uid>:<client_msg_id>").
+func (r *rig) send(uid, conv int64, cmid, text, msgID string) {
+	r.t.Helper()
+	b, _ := proto.Marshal(&pb.SendRecord{SenderUid: uid, SenderDevice: "d", ClientMsgId: cmid, ConvId: conv, Kind: 1, Text: text})
+	m := &nats.Msg{
+		Subject: streams.SendSubject(ids.Partition(conv, layout.SendPartitions), conv),
+		Data:    b,
+		Header:  nats.Header{jetstream.MsgIDHeader: {msgID}, streams.HeaderReply: {"test.results"}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := r.js.PublishMsg(ctx, m); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) result(within time.Duration) (*pb.SendResult, bool) {
+	select {
+	case res := <-r.results:
+		return res, true
+	case <-time.After(within):
+		return nil, false
+	}
+}
+
+func (r *rig) group(members ...int64) int64 {
+	id, _, err := r.st.CreateConversation(context.Background(), store.KindGroup, members, false)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return id
+}
+
+func (r *rig) rows(sql string, args ...any) int {
+	var n int
+	if err := r.st.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		r.t.Fatal(err)
+	}
+	return n
+}
+
+// entriesOf counts uid's inbox entries for msgID.
+func (r *rig) entriesOf(uid, msgID int64) int {
+	n := 0
+	for _, e := range testenv.InboxEntries(r.t, r.nc, layout, uid) {
+		if e.MsgId == msgID {
+			n++
+		}
+	}
+	return n
+}
+
+func members(from, n int64) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = from + int64(i)
+	}
+	return out
+}
+
+// A crash between the content commit and the inbox publishes: the batch is
+// abandoned right after the commit (the hook fails it, as a crash would),
+// then runs again. One content row, one entry per member, and STORED
+// carries the msg_id of the first attempt.
+func TestCrashAfterCommitCompletesWithoutDuplicates(t *testing.T) {
+	var calls atomic.Int32
+	r := newRig(t, Options{}, func() error {
+		if calls.Add(1) == 1 {
+			return errors.New("simulated crash after commit")
+		}
+		return nil
+	})
+	ms := members(1, 10)
+	conv := r.group(ms...)
+	r.send(1, conv, "c-1", "hello", "1:c-1")
+	res, ok := r.result(30 * time.Second)
+	if !ok || res.Status != pb.SendStatus_STORED {
+		t.Fatalf("result %v (ok %v), want STORED", res, ok)
+	}
+	if calls.Load() < 2 {
+		t.Fatalf("the batch ran %d times; the crash path was not exercised", calls.Load())
+	}
+	var firstID int64
+	if err := r.st.Pool.QueryRow(context.Background(), `SELECT msg_id FROM msg_content WHERE client_msg_id = 'c-1'`).Scan(&firstID); err != nil {
+		t.Fatal(err)
+	}
+	if res.MsgId != firstID || r.rows(`SELECT count(*) FROM msg_content`) != 1 {
+		t.Fatalf("STORED msg_id %d, stored row %d, rows %d", res.MsgId, firstID, r.rows(`SELECT count(*) FROM msg_content`))
+	}
+	for _, uid := range ms {
+		if n := r.entriesOf(uid, firstID); n != 1 {
+			t.Fatalf("uid %d holds %d entries of the message, want 1", uid, n)
+		}
+	}
+}
+
+// Idempotency is forever: a retry that JetStream no longer dedupes (its
+// window passed; here: a different Nats-Msg-Id) is answered from Postgres
+// with the original ids and is not fanned out again.
+func TestRetryAfterDedupeWindowIsAnsweredFromPostgres(t *testing.T) {
+	r := newRig(t, Options{}, nil)
+	ms := members(1, 5)
+	conv := r.group(ms...)
+	r.send(2, conv, "late-1", "first", "2:late-1")
+	first, ok := r.result(30 * time.Second)
+	if !ok || first.Status != pb.SendStatus_STORED {
+		t.Fatalf("first: %v", first)
+	}
+	// Wait until the fanned_out mark landed (it follows the answer).
+	deadline := time.Now().Add(10 * time.Second)
+	for r.rows(`SELECT count(*) FROM msg_content WHERE fanned_out`) != 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.send(2, conv, "late-1", "first, again", "2:late-1:after-window")
+	again, ok := r.result(30 * time.Second)
+	if !ok || again.Status != pb.SendStatus_STORED || again.MsgId != first.MsgId || again.ConvSeq != first.ConvSeq {
+		t.Fatalf("retry: %v, first %v", again, first)
+	}
+	for _, uid := range ms {
+		if n := r.entriesOf(uid, first.MsgId); n != 1 {
+			t.Fatalf("uid %d holds %d entries, want 1", uid, n)
+		}
+	}
+}
+
+// NATS stops between the content commit and the inbox publishes: no STORED
+// while it is down; after it is back the send completes by itself, once.
+func TestNATSDownMidFanoutNoStoredUntilRecovery(t *testing.T) {
+	reached := make(chan struct{})
+	release := make(chan struct{})
+	var once atomic.Bool
+	r := newRig(t, Options{PublishTimeout: 2 * time.Second}, func() error {
+		if once.CompareAndSwap(false, true) {
+			close(reached)
+			<-release
+		}
+		return nil
+	})
+	ms := members(1, 20)
+	conv := r.group(ms...)
+	r.send(3, conv, "down-1", "through the outage", "3:down-1")
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("fanout never reached the commit")
+	}
+	r.nats.Stop()
+	close(release)
+	if res, ok := r.result(4 * time.Second); ok {
+		t.Fatalf("answer while NATS was down: %v", res)
+	}
+	if got := r.rows(`SELECT count(*) FROM msg_content WHERE NOT fanned_out`); got != 1 {
+		t.Fatalf("%d committed rows awaiting fanout, want 1", got)
+	}
+	r.nats.Start()
+	res, ok := r.result(60 * time.Second)
+	if !ok || res.Status != pb.SendStatus_STORED {
+		t.Fatalf("after recovery: %v (ok %v)", res, ok)
+	}
+	for _, uid := range ms {
+		if n := r.entriesOf(uid, res.MsgId); n != 1 {
+			t.Fatalf("uid %d holds %d entries, want 1", uid, n)
+		}
+	}
+}
+
+// Postgres refuses the batch (its connections are killed mid-flight): no
+// STORED, nothing half-written; the batch completes once Postgres answers.
+func TestPostgresFailureMidBatchRetries(t *testing.T) {
+	var calls atomic.Int32
+	r := newRig(t, Options{}, nil)
+	ms := members(1, 3)
+	conv := r.group(ms...)
+	// Hold a lock on the conversation row so the batch blocks inside its
+	// transaction, then kill the fanout's backend.
+	ctx := context.Background()
+	tx, err := r.st.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM conversation WHERE conv_id = $1 FOR UPDATE`, conv); err != nil {
+		t.Fatal(err)
+	}
+	r.send(1, conv, "pg-1", "x", "1:pg-1")
+	deadline := time.Now().Add(20 * time.Second)
+	killed := 0
+	for killed == 0 && time.Now().Before(deadline) {
+		killed = r.rows(`SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()) k`)
+		time.Sleep(20 * time.Millisecond)
+	}
+	calls.Store(int32(killed))
+	if killed == 0 {
+		t.Fatal("the fanout never blocked on the locked conversation")
+	}
+	if res, ok := r.result(500 * time.Millisecond); ok {
+		t.Fatalf("answer while the batch was failing: %v", res)
+	}
+	_ = tx.Rollback(ctx)
+	res, ok := r.result(30 * time.Second)
+	if !ok || res.Status != pb.SendStatus_STORED || res.ConvSeq != 1 {
+		t.Fatalf("after recovery: %v (ok %v)", res, ok)
+	}
+	if got := r.rows(`SELECT count(*) FROM msg_content`); got != 1 {
+		t.Fatalf("%d rows", got)
+	}
+}
+
+// A membership change reaches the fanout before the conversation's next
+// message: a removed member gets nothing new, an added one gets it.
+func TestMembershipChangeInvalidatesTheCache(t *testing.T) {
+	r := newRig(t, Options{}, nil)
+	conv := r.group(1, 2, 3)
+	r.send(1, conv, "m-1", "before", "1:m-1")
+	first, _ := r.result(30 * time.Second)
+	ctx := context.Background()
+	if _, err := r.st.RemoveMembers(ctx, conv, []int64{3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.AddMembers(ctx, conv, []int64{4}); err != nil {
+		t.Fatal(err)
+	}
+	r.send(1, conv, "m-2", "after", "1:m-2")
+	second, ok := r.result(30 * time.Second)
+	if !ok || second.Status != pb.SendStatus_STORED {
+		t.Fatalf("second: %v", second)
+	}
+	if r.entriesOf(3, first.MsgId) != 1 || r.entriesOf(3, second.MsgId) != 0 {
+		t.Fatal("removed member: wants the first message only")
+	}
+	if r.entriesOf(4, first.MsgId) != 0 || r.entriesOf(4, second.MsgId) != 1 {
+		t.Fatal("added member: wants the second message only")
+	}
+	// A removed member can no longer send.
+	r.send(3, conv, "m-3", "still here?", "3:m-3")
+	res, _ := r.result(30 * time.Second)
+	if res.GetCode() != pb.ErrorCode_NOT_MEMBER {
+		t.Fatalf("removed member's send: %v", res)
+	}
+}
+
+// Malformed SEND records are answered (when they can be) and never stored.
+func TestInvalidRecordsAreRejected(t *testing.T) {
+	r := newRig(t, Options{}, nil)
+	conv := r.group(1, 2)
+	r.send(1, conv, "", "no id", "1:")
+	r.send(0, conv, "z-1", "no sender", "0:z-1")
+	for i := 0; i < 2; i++ {
+		res, ok := r.result(30 * time.Second)
+		if !ok || res.Status != pb.SendStatus_REJECTED || res.Code != pb.ErrorCode_INVALID_ARGUMENT {
+			t.Fatalf("result %d: %v", i, res)
+		}
+	}
+	// Garbage bytes: dropped with a log line and counted, never stored.
+	m := &nats.Msg{Subject: streams.SendSubject(ids.Partition(conv, layout.SendPartitions), conv), Data: []byte("\xff\xff\xff")}
+	if _, err := r.js.PublishMsg(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	r.send(1, conv, "ok-1", "fine", "1:ok-1")
+	res, _ := r.result(30 * time.Second)
+	if res.GetStatus() != pb.SendStatus_STORED || res.ConvSeq != 1 {
+		t.Fatalf("a valid send after garbage: %v", res)
+	}
+	if got := r.rows(`SELECT count(*) FROM msg_content`); got != 1 {
+		t.Fatalf("%d rows", got)
+	}
+}
+
+// Sends of one conversation are stored in the order the log holds them.
+func TestConvSeqFollowsSendLogOrder(t *testing.T) {
+	r := newRig(t, Options{BatchSize: 7}, nil)
+	conv := r.group(1, 2)
+	const n = 100
+	for i := 0; i < n; i++ {
+		cmid := "o-" + strconv.Itoa(i)
+		r.send(1, conv, cmid, fmt.Sprint(i), "1:"+cmid)
+	}
+	for i := 0; i < n; i++ {
+		res, ok := r.result(30 * time.Second)
+		if !ok {
+			t.Fatalf("only %d results", i)
+		}
+		if res.ClientMsgId != "o-"+strconv.Itoa(i) || res.ConvSeq != int64(i+1) {
+			t.Fatalf("result %d: %v", i, res)
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/testenv"
+)
+
+func TestMigrationsApplyToEmptyDatabaseAndAreIdempotent(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, testenv.Database(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	v1, err := st.Migrate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1 < 1 {
+		t.Fatalf("schema version %d after migrating an empty database", v1)
+	}
+	for _, table := range []string{"msg_content", "conversation", "conv_member", "device_cursor", "inbox_archive", "send_reject"} {
+		var ok bool
+		if err := st.Pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&ok); err != nil || !ok {
+			t.Errorf("table %s missing after migration (err %v)", table, err)
+		}
+	}
+	// Again, and concurrently, as several services starting at once do.
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			v, err := st.Migrate(ctx)
+			if err == nil && v != v1 {
+				err = errors.New("version changed on a repeated migration")
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestDirectConversationIsUniquePerPair(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	a, created, err := st.CreateConversation(ctx, store.KindDirect, []int64{7, 3}, false)
+	if err != nil || !created {
+		t.Fatalf("create: %v created=%v", err, created)
+	}
+	b, created, err := st.CreateConversation(ctx, store.KindDirect, []int64{3, 7}, false)
+	if err != nil || created || b != a {
+		t.Fatalf("same pair again: id %d (first %d) created=%v err=%v", b, a, created, err)
+	}
+	if _, _, err := st.CreateConversation(ctx, store.KindDirect, []int64{1, 2, 3}, false); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("direct with three members: err = %v, want ErrInvalid", err)
+	}
+	if _, err := st.AddMembers(ctx, a, []int64{9}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("adding to a direct conversation: err = %v, want ErrInvalid", err)
+	}
+}
+
+func TestMembershipChangesBumpVersionAndKeepHistory(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	id, _, err := st.CreateConversation(ctx, store.KindGroup, []int64{1, 2}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0, _ := st.GetConversation(ctx, id)
+	v1, err := st.AddMembers(ctx, id, []int64{3})
+	if err != nil || v1 <= c0.MemberVer {
+		t.Fatalf("add: ver %d (was %d), err %v", v1, c0.MemberVer, err)
+	}
+	v2, err := st.RemoveMembers(ctx, id, []int64{1})
+	if err != nil || v2 <= v1 {
+		t.Fatalf("remove: ver %d (was %d), err %v", v2, v1, err)
+	}
+	c, err := st.GetConversation(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Members) != 3 || c.Members[0].UID != 1 || c.Members[0].LeftSeq == nil {
+		t.Fatalf("members after remove: %+v (a former member keeps its row with left_seq)", c.Members)
+	}
+	if _, err := st.GetConversation(ctx, 999999); !errors.Is(err, store.ErrConvNotFound) {
+		t.Fatalf("missing conversation: err = %v", err)
+	}
+	if _, err := st.AddMembers(ctx, 999999, []int64{1}); !errors.Is(err, store.ErrConvNotFound) {
+		t.Fatalf("add to missing conversation: err = %v", err)
+	}
+}

@@ -1,0 +1,48 @@
+// Package testnode starts whole inboxd nodes for end-to-end tests.
+package testnode
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/node"
+	"github.com/inboxd/inboxd/internal/testenv"
+)
+
+// Config returns a node configuration on free ports against databaseURL.
+func Config(t testing.TB, databaseURL string) config.Config {
+	c := config.Defaults()
+	c.DatabaseURL = databaseURL
+	c.HTTPAddr = "127.0.0.1:0"
+	c.WSAddr = "127.0.0.1:0"
+	c.TCPAddr = "127.0.0.1:0"
+	c.NATSListen = "127.0.0.1:0"
+	c.DataDir = t.TempDir()
+	c.TokenSecret = testenv.Secret
+	c.Layout.InboxPartitions = 4
+	c.Layout.SendPartitions = 4
+	return c
+}
+
+// StartNode starts a node with roles and stops it when the test ends.
+func StartNode(t testing.TB, cfg config.Config, roles config.Role) *node.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, cfg, roles, testenv.Logger(t))
+	if err != nil {
+		t.Fatalf("testenv: start node: %v", err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+// AllInOne starts an all-in-one node (embedded NATS, gateway, fanout,
+// syncer) on a fresh database.
+func AllInOne(t testing.TB) *node.Node {
+	t.Helper()
+	return StartNode(t, Config(t, testenv.Database(t)),
+		config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+}
