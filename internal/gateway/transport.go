@@ -47,7 +47,7 @@ func (t *tcpTransport) appendHeader(dst []byte, n int, _ bool) []byte {
 	return binary.BigEndian.AppendUint32(dst, uint32(n))
 }
 
-func (t *tcpTransport) headerRoom() int         { return wire.LengthPrefix }
+func (t *tcpTransport) headerRoom() int          { return wire.LengthPrefix }
 func (t *tcpTransport) closeFrame(string) []byte { return nil }
 
 // wsTransport: RFC 6455 frames after a gobwas/ws zero-copy upgrade. Client

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	defs "github.com/inboxd/inboxd/jetstream"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
+	defs "github.com/inboxd/inboxd/jetstream"
 )
 
 // The files are what an admin feeds to `nats stream add --config FILE` and
