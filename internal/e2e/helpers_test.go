@@ -11,13 +11,13 @@ import (
 	"github.com/inboxd/inboxd/internal/testenv"
 )
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
+func ctxT(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func createConv(t *testing.T, n *node.Node, group bool, members ...int64) int64 {
+func createConv(t testing.TB, n *node.Node, group bool, members ...int64) int64 {
 	t.Helper()
 	r, err := (&admin.Client{NC: n.NC}).CreateConv(ctxT(t, 10*time.Second), admin.CreateConvRequest{Members: members, Group: group})
 	if err != nil {

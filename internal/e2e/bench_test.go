@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inboxd/inboxd/client"
+	"github.com/inboxd/inboxd/internal/ids"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/internal/testenv/testnode"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// BenchmarkSendPath measures the whole write path: client → gateway → SEND
+// → fanout → Postgres + INBOX → STORED, with 8 senders on their own
+// conversations keeping 256 sends each in flight. It reports inbox
+// entries/s and messages/s; BenchmarkRawInboxPublish is the baseline to
+// divide by (run both in one `go test -bench` to compare on one machine).
+func BenchmarkSendPath(b *testing.B) {
+	for _, size := range []int{2, 10, 100} {
+		name := "direct"
+		if size > 2 {
+			name = "group" + strconv.Itoa(size)
+		}
+		b.Run(name, func(b *testing.B) { benchSendPath(b, size) })
+	}
+}
+
+func benchSendPath(b *testing.B, size int) {
+	n := testnode.AllInOne(b)
+	const senders, window = 8, 256
+	ctx := context.Background()
+	convs := make([]int64, senders)
+	clients := make([]*client.Client, senders)
+	for s := range senders {
+		base := int64(s*1000 + 1)
+		members := make([]int64, size)
+		for i := range members {
+			members[i] = base + int64(i)
+		}
+		convs[s] = createConv(b, n, size > 2, members...)
+		c, err := client.Dial(ctx, client.Options{URL: "tcp://" + n.Gateway.TCPAddr(), Token: testenv.Token(b, base, "bench")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		clients[s] = c
+	}
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	per := (b.N + senders - 1) / senders
+	for s := range senders {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			inflight := make([]*client.PendingSend, 0, window)
+			for i := 0; i < per; i++ {
+				if len(inflight) == window {
+					if _, err := inflight[0].Wait(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+					inflight = inflight[1:]
+				}
+				inflight = append(inflight, clients[s].SendAsync(convs[s], fmt.Sprintf("b%d-%d", s, i), "benchmark message body of a typical length"))
+			}
+			for _, p := range inflight {
+				if _, err := p.Wait(ctx); err != nil {
+					b.Error(err)
+				}
+			}
+		}(s)
+	}
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	msgs := float64(per * senders)
+	b.ReportMetric(msgs/el, "msgs/s")
+	b.ReportMetric(msgs*float64(size)/el, "entries/s")
+}
+
+// BenchmarkRawInboxPublish is the baseline: async JetStream publishes of
+// inbox entries (same streams, same headers and dedupe ids, 16 KiB of
+// publishes in flight) with no gateway, fanout or Postgres.
+func BenchmarkRawInboxPublish(b *testing.B) {
+	n := testnode.AllInOne(b)
+	layout := testnode.Config(b, "").Layout
+	js, err := jetstream.New(n.NC, jetstream.WithPublishAsyncMaxPending(16384))
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload, _ := proto.Marshal(&pb.InboxEntry{MsgId: 1 << 40, ConvId: 1, ConvSeq: 1, SenderUid: 1, Kind: 1, CreatedAtMs: time.Now().UnixMilli()})
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		uid := int64(i%1000 + 1)
+		m := &nats.Msg{
+			Subject: streams.InboxSubject(ids.Partition(uid, layout.InboxPartitions), uid),
+			Data:    payload,
+			Header: nats.Header{
+				jetstream.MsgIDHeader: {strconv.Itoa(i) + ":" + strconv.FormatInt(uid, 10)},
+				streams.HeaderConv:    {"1"},
+				streams.HeaderKind:    {streams.KindMessage},
+			},
+		}
+		if _, err := js.PublishMsgAsync(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-js.PublishAsyncComplete()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "entries/s")
+}
