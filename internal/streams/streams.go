@@ -98,7 +98,7 @@ func InboxStreamConfig(l Layout, p int) (jetstream.StreamConfig, error) {
 	}
 	c.Name = InboxStream(p)
 	c.Subjects = []string{"inbox." + strconv.Itoa(p) + ".*"}
-	c.Description = strings.Replace(c.Description, "partition 0", "partition "+strconv.Itoa(p), 1)
+	c.Description = strings.NewReplacer("partition 0", "partition "+strconv.Itoa(p), "inbox.0.", "inbox."+strconv.Itoa(p)+".").Replace(c.Description)
 	if c.Metadata == nil {
 		c.Metadata = map[string]string{}
 	}
@@ -118,7 +118,7 @@ func FanoutConsumerConfig(p int) (jetstream.ConsumerConfig, error) {
 	}
 	c.Durable = FanoutConsumer(p)
 	c.FilterSubject = "send." + strconv.Itoa(p) + ".*"
-	c.Description = strings.Replace(c.Description, "partition 0", "partition "+strconv.Itoa(p), 1)
+	c.Description = strings.NewReplacer("partition 0", "partition "+strconv.Itoa(p), "send.0.", "send."+strconv.Itoa(p)+".").Replace(c.Description)
 	return c, nil
 }
 
