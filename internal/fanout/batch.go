@@ -18,6 +18,7 @@ import (
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
@@ -245,7 +246,10 @@ func (pt *partition) answer(sends []send, firstOf map[store.SendKey]int) {
 }
 
 // publish writes one inbox entry per member for every message and waits
-// until JetStream acknowledged all of them. It returns the entry count.
+// until JetStream acknowledged all of them. As each acknowledgement arrives
+// (it carries the entry's inbox seq) the entry is announced, body included,
+// on the member's live subject: gateways deliver it at once to connected
+// devices, ahead of any backfill. It returns the entry count.
 func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
@@ -254,7 +258,13 @@ func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, e
 	for _, m := range msgs {
 		n += len(pt.members.members(m.ConvID))
 	}
+	type target struct {
+		m   *store.Message
+		uid int64
+		p   int
+	}
 	futures := make([]jetstream.PubAckFuture, 0, n)
+	targets := make([]target, 0, n)
 	parts := pt.f.opts.Layout.InboxPartitions
 	for _, m := range msgs {
 		payload, err := proto.Marshal(&pb.InboxEntry{
@@ -267,8 +277,9 @@ func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, e
 		conv := strconv.FormatInt(m.ConvID, 10)
 		prefix := strconv.FormatInt(m.MsgID, 10) + ":"
 		for _, uid := range pt.members.members(m.ConvID) {
+			p := ids.Partition(uid, parts)
 			nm := &nats.Msg{
-				Subject: streams.InboxSubject(ids.Partition(uid, parts), uid),
+				Subject: streams.InboxSubject(p, uid),
 				Data:    payload,
 				Header: nats.Header{
 					jetstream.MsgIDHeader: {prefix + strconv.FormatInt(uid, 10)},
@@ -281,13 +292,26 @@ func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, e
 				return 0, err
 			}
 			futures = append(futures, f)
+			targets = append(targets, target{m, uid, p})
 		}
 	}
 	timeout := time.NewTimer(pt.f.opts.PublishTimeout)
 	defer timeout.Stop()
-	for _, f := range futures {
+	var live []byte
+	for i, f := range futures {
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			if pt.f.opts.NoLive {
+				continue
+			}
+			t := targets[i]
+			live = wire.AppendMessage(live[:0], &wire.Message{
+				Seq: ack.Sequence, MsgID: t.m.MsgID, ConvID: t.m.ConvID, ConvSeq: t.m.ConvSeq, SenderUID: t.m.SenderUID,
+				Kind: uint32(t.m.Kind), Text: t.m.Body, CreatedAtMs: t.m.CreatedAt.UnixMilli(),
+			})
+			// At most once: a lost announcement only delays delivery until
+			// the device's cursor consumer reads the entry.
+			_ = pt.f.nc.Publish(streams.UserLive(t.p, t.uid), live)
 		case err := <-f.Err():
 			return 0, err
 		case <-timeout.C:

@@ -42,6 +42,8 @@ type Options struct {
 	PublishTimeout time.Duration
 	// MemberCacheSize bounds the member lists cached per partition (default 10000).
 	MemberCacheSize int
+	// NoLive turns off the live announcements (only to measure their cost).
+	NoLive bool
 }
 
 func (o *Options) setDefaults() {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -17,12 +18,15 @@ import (
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
-// outItem is one thing for a connection's writer: a frame body to encode, or
-// transport bytes ready to go (WebSocket control frames).
+// outItem is one thing for a connection's live lane: a frame body to
+// encode, a live entry (an encoded pb.Message; consecutive ones share one
+// Batch frame), or transport bytes ready to go (WebSocket control frames).
 type outItem struct {
-	msg   proto.Message
-	raw   []byte
-	close bool // close the connection once this is written
+	msg     proto.Message
+	live    []byte
+	liveSeq uint64
+	raw     []byte
+	close   bool // close the connection once this is written
 }
 
 // Conn is one client connection: a reader (this goroutine) that handles
@@ -37,9 +41,12 @@ type Conn struct {
 	id   auth.Identity
 	kind string
 
-	out      chan outItem // bounded; overflow disconnects (counted)
+	out      chan outItem // live lane: control frames and live entries; bounded, overflow disconnects (counted)
+	backfill chan *page   // backfill lane: at most the device's window of pages
+	sess     *session
 	done     chan struct{}
 	once     sync.Once
+	mu       sync.Mutex
 	inflight atomic.Int32 // sends awaiting a result
 	closing  bool         // a fatal frame is queued (reader goroutine only)
 }
@@ -50,8 +57,9 @@ func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {
 		nc:   nc,
 		tr:   tr,
 		log:  g.log.With(zap.String("remote", nc.RemoteAddr().String())),
-		out:  make(chan outItem, g.opts.OutQueue),
-		done: make(chan struct{}),
+		out:      make(chan outItem, g.opts.OutQueue),
+		backfill: make(chan *page, 4),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -69,10 +77,30 @@ func (c *Conn) enqueue(it outItem) bool {
 		return true
 	default:
 		c.g.metrics.overflows.Inc()
-		c.log.Warn("outbound queue full; closing the connection", zap.Int64("uid", c.id.UID), zap.String("device", c.id.Device))
+		c.log.Warn("outbound queue full; closing the connection (the device resumes from its cursor)",
+			zap.Int64("uid", c.id.UID), zap.String("device", c.id.Device))
 		c.close()
 		return false
 	}
+}
+
+// enqueueBackfill hands a page to the writer. The session never has more
+// pages out than its window, so this does not block for long.
+func (c *Conn) enqueueBackfill(pg *page) bool {
+	select {
+	case c.backfill <- pg:
+		return true
+	case <-c.done:
+		putPage(pg)
+		return false
+	}
+}
+
+// replaced ends the connection because its device logged in elsewhere.
+func (c *Conn) replaced() {
+	c.g.metrics.replaced.Inc()
+	c.enqueue(outItem{msg: &pb.Error{Code: pb.ErrorCode_SESSION_REPLACED,
+		Message: "this device logged in on another connection", Fatal: true}, close: true})
 }
 
 // fail sends a protocol error; fatal errors close the connection after it.
@@ -92,6 +120,9 @@ func (c *Conn) close() {
 	c.once.Do(func() {
 		close(c.done)
 		_ = c.nc.Close()
+		if s := c.session(); s != nil {
+			s.close()
+		}
 	})
 }
 
@@ -216,15 +247,56 @@ func (c *Conn) hello() bool {
 		c.kind = "desktop"
 	}
 	c.log = c.log.With(zap.Int64("uid", id.UID), zap.String("device", id.Device))
+	sess, pending, err := c.g.startSession(context.Background(), c)
+	if err != nil {
+		c.log.Warn("open device session", zap.Error(err))
+		c.fail(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot open the device's inbox now; retry"), true)
+		return false
+	}
 	c.g.metrics.handshakes.Inc()
-	return c.enqueue(outItem{msg: &pb.Welcome{
+	sess.mu.Lock()
+	cursor := sess.cursor
+	sess.mu.Unlock()
+	// The welcome is the first frame; live entries that arrived meanwhile
+	// and the backfill follow it (start).
+	ok = c.enqueue(outItem{msg: &pb.Welcome{
 		Uid:         id.UID,
 		Device:      id.Device,
+		Cursor:      cursor,
 		Epoch:       c.g.epoch,
 		HeartbeatMs: uint32(c.g.opts.Heartbeat / time.Millisecond),
 		MaxFrame:    uint32(c.g.opts.MaxFrame),
 		Server:      "inboxd/" + c.g.opts.ID,
+		Pending:     pending,
+		PageSize:    uint32(sess.prof.pageSize),
 	}})
+	if c.isClosed() {
+		sess.close() // closed while the session opened
+		return false
+	}
+	sess.start()
+	return ok
+}
+
+func (c *Conn) session() *session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sess
+}
+
+func (c *Conn) setSession(s *session) {
+	c.mu.Lock()
+	c.sess = s
+	c.mu.Unlock()
+}
+
+func (c *Conn) isClosed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // handle dispatches one client frame. It reports whether the session goes on.
@@ -235,6 +307,11 @@ func (c *Conn) handle(t wire.FrameType, m proto.Message) bool {
 	case *pb.Send:
 		c.g.sends.submit(c, m)
 		return true
+	case *pb.Ack:
+		if err := c.session().onAck(m.GetBatchIds()); err != nil {
+			c.fail(err, false)
+		}
+		return true
 	case *pb.Hello:
 		c.fail(wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "hello was already received on this connection"), false)
 		return true
@@ -244,56 +321,158 @@ func (c *Conn) handle(t wire.FrameType, m proto.Message) bool {
 	}
 }
 
-// writeLoop owns the socket's write side: it encodes everything queued so
-// far into one buffer and writes it with one syscall, under a deadline.
+// writeLoop owns the socket's write side. Each round it takes everything
+// waiting on the live lane (control frames, live entries: the latter
+// coalesced into one Batch frame), then at most one backfill page, and
+// writes all of it with one syscall under a deadline. Live traffic is
+// therefore never behind more than one backfill page.
 func (c *Conn) writeLoop() {
 	defer c.close()
-	var buf, scratch []byte
+	w := &writer{c: c}
 	for {
-		var it outItem
+		// Block until either lane has something.
 		select {
-		case it = <-c.out:
+		case it := <-c.out:
+			w.add(it)
+		case pg := <-c.backfill:
+			w.addPage(pg)
 		case <-c.done:
 			return
 		}
-		buf = buf[:0]
-		closing := false
-		for {
-			var err error
-			buf, scratch, err = c.encode(buf, scratch, it)
-			if err != nil {
-				c.log.Error("encode frame", zap.Error(err))
-			}
-			closing = closing || it.close
-			if closing || len(buf) >= 64<<10 {
-				break
-			}
+		w.drainLive()
+		if !w.hasPage {
 			select {
-			case it = <-c.out:
-				continue
+			case pg := <-c.backfill:
+				w.addPage(pg)
 			default:
 			}
-			break
 		}
-		if closing {
-			if cf := c.tr.closeFrame("closing"); cf != nil {
-				buf = append(buf, cf...)
-			}
-		}
-		_ = c.nc.SetWriteDeadline(time.Now().Add(c.g.opts.WriteTimeout))
-		if _, err := c.nc.Write(buf); err != nil {
-			if isTimeout(err) {
-				c.g.metrics.timeouts.Inc()
-			}
+		if err := w.flush(); err != nil || w.closing {
 			return
-		}
-		if closing {
-			return
-		}
-		if cap(buf) > 1<<20 { // do not keep a burst's buffer forever
-			buf = nil
 		}
 	}
+}
+
+// writer is a connection's reusable write state: nothing is allocated per
+// delivered message once its buffers have grown.
+type writer struct {
+	c        *Conn
+	buf      []byte
+	scratch  []byte
+	raws     [][]byte
+	seqs     []uint64
+	hasPage  bool
+	closing  bool
+}
+
+func (w *writer) add(it outItem) {
+	if it.live != nil {
+		w.raws = append(w.raws, it.live)
+		w.seqs = append(w.seqs, it.liveSeq)
+		return
+	}
+	w.endLive()
+	var err error
+	w.buf, w.scratch, err = w.c.encode(w.buf, w.scratch, it)
+	if err != nil {
+		w.c.log.Error("encode frame", zap.Error(err))
+	}
+	w.closing = w.closing || it.close
+}
+
+func (w *writer) drainLive() {
+	for len(w.buf) < 256<<10 && !w.closing {
+		select {
+		case it := <-w.c.out:
+			w.add(it)
+		default:
+			return
+		}
+	}
+}
+
+// endLive turns the live entries gathered so far into one Batch frame.
+func (w *writer) endLive() {
+	if len(w.raws) == 0 {
+		return
+	}
+	h := wire.BatchHeader{Lane: pb.Lane_LIVE}
+	if s := w.c.session(); s != nil {
+		h.BatchID = s.liveBatch(w.seqs)
+	}
+	w.appendBatch(&h, nil, w.raws)
+	w.c.g.metrics.liveMessages.Add(float64(len(w.raws)))
+	clear(w.raws)
+	w.raws, w.seqs = w.raws[:0], w.seqs[:0]
+}
+
+func (w *writer) addPage(pg *page) {
+	w.endLive()
+	w.appendBatch(&pg.hdr, pg.msgs, nil)
+	putPage(pg)
+	w.hasPage = true
+}
+
+func (w *writer) appendBatch(h *wire.BatchHeader, msgs []wire.Message, raws [][]byte) {
+	c := w.c
+	if c.json {
+		b := &pb.Batch{Lane: h.Lane, BatchId: h.BatchID, HasMore: h.HasMore}
+		for i := range msgs {
+			m := &msgs[i]
+			b.Messages = append(b.Messages, &pb.Message{Seq: m.Seq, MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq,
+				SenderUid: m.SenderUID, Kind: m.Kind, Text: m.Text, CreatedAtMs: m.CreatedAtMs})
+		}
+		for _, r := range raws {
+			pm := new(pb.Message)
+			if proto.Unmarshal(r, pm) == nil {
+				b.Messages = append(b.Messages, pm)
+			}
+		}
+		w.buf, w.scratch, _ = c.encode(w.buf, w.scratch, outItem{msg: b})
+		return
+	}
+	n := wire.BatchFrameSize(h, msgs, raws)
+	w.buf = c.tr.appendHeader(w.buf, n, false)
+	w.buf = wire.AppendBatchFrame(w.buf, h, msgs, raws)
+}
+
+func (w *writer) flush() error {
+	w.endLive()
+	c := w.c
+	if w.closing {
+		if cf := c.tr.closeFrame("closing"); cf != nil {
+			w.buf = append(w.buf, cf...)
+		}
+	}
+	w.hasPage = false
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.g.opts.WriteTimeout))
+	_, err := c.nc.Write(w.buf)
+	if err != nil && isTimeout(err) {
+		c.g.metrics.timeouts.Inc()
+	}
+	if cap(w.buf) > 1<<20 { // do not keep a burst's buffer forever
+		w.buf = nil
+	} else {
+		w.buf = w.buf[:0]
+	}
+	return err
+}
+
+// validText reports whether s is valid UTF-8 without control characters
+// other than tab and newline.
+func validText(s string, allowNewlines bool) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 && !(allowNewlines && (r == '\n' || r == '\t')) || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // encode appends one item in transport framing to buf.
@@ -315,18 +494,4 @@ func (c *Conn) encode(buf, scratch []byte, it outItem) ([]byte, []byte, error) {
 	}
 	buf = c.tr.appendHeader(buf, len(scratch), c.json)
 	return append(buf, scratch...), scratch, nil
-}
-
-// validText reports whether s is valid UTF-8 without control characters
-// other than tab and newline.
-func validText(s string, allowNewlines bool) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 && !(allowNewlines && (r == '\n' || r == '\t')) || r == 0x7f {
-			return false
-		}
-	}
-	return true
 }

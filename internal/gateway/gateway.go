@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/auth"
@@ -53,6 +54,20 @@ type Options struct {
 	// SendTimeout is how long a send may await its result before the client
 	// is told to retry (default 30s).
 	SendTimeout time.Duration
+	// TailScan is the most stream entries (everyone's) a device's consumer
+	// may have to scan to catch up; an older position is served from the
+	// Postgres archive index first (default 10000).
+	TailScan int
+	// DeviceIdleReap is the InactiveThreshold of device consumers (default
+	// 72h); a reaped consumer is recreated from the mirrored cursor.
+	DeviceIdleReap time.Duration
+	// UserBackfillRate and UserBackfillBurst are the per-user token bucket
+	// of backfill messages on this gateway (defaults 20000/s, 2000); each
+	// device kind has its own rate below that (profiles.go).
+	UserBackfillRate  rate.Limit
+	UserBackfillBurst int
+	// BodyCacheEntries bounds the shared message body cache (default 100000).
+	BodyCacheEntries int
 }
 
 func (o *Options) setDefaults() {
@@ -92,6 +107,21 @@ func (o *Options) setDefaults() {
 	if o.SendTimeout <= 0 {
 		o.SendTimeout = 30 * time.Second
 	}
+	if o.TailScan <= 0 {
+		o.TailScan = 10000
+	}
+	if o.DeviceIdleReap <= 0 {
+		o.DeviceIdleReap = 72 * time.Hour
+	}
+	if o.UserBackfillRate <= 0 {
+		o.UserBackfillRate = 20000
+	}
+	if o.UserBackfillBurst <= 0 {
+		o.UserBackfillBurst = 2000
+	}
+	if o.BodyCacheEntries <= 0 {
+		o.BodyCacheEntries = 100000
+	}
 }
 
 // Gateway accepts client connections.
@@ -104,6 +134,10 @@ type Gateway struct {
 	verifier *auth.Verifier
 	metrics  *metrics
 	sends    *sendTracker
+	router   *router
+	parts    *partInfos
+	mirror   *cursorMirror
+	bodies   *bodyCache
 	epoch    uint64
 
 	resultPrefix string
@@ -131,6 +165,10 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		conns:        make(map[*Conn]struct{}),
 	}
 	g.sends = newSendTracker(g)
+	g.router = &router{g: g, users: make(map[int64]*userEntry)}
+	g.parts = &partInfos{g: g, m: make([]partInfo, opts.Layout.InboxPartitions)}
+	g.mirror = &cursorMirror{g: g}
+	g.bodies = newBodyCache(opts.BodyCacheEntries, st.Bodies)
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(8192),
 		jetstream.WithPublishAsyncTimeout(10*time.Second),
@@ -153,10 +191,24 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	_ = sub.SetPendingLimits(-1, -1)
 	g.resultSub = sub
-	g.wg.Add(1)
+	g.parts.refresh(ctx)
+	g.wg.Add(3)
 	go func() {
 		defer g.wg.Done()
 		g.sends.run(ctx)
+	}()
+	go func() {
+		defer g.wg.Done()
+		g.parts.run(ctx, 250*time.Millisecond)
+	}()
+	go func() {
+		defer g.wg.Done()
+		g.mirror.run(ctx, time.Second)
+	}()
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.watchReconnects(ctx)
 	}()
 
 	tcp, err := net.Listen("tcp", g.opts.TCPAddr)
@@ -301,3 +353,25 @@ func (g *Gateway) serveWS(nc net.Conn) {
 }
 
 func utf8Valid(s string) bool { return utf8.ValidString(s) }
+
+// watchReconnects makes every session re-read its tail after the gateway's
+// NATS connection came back: live announcements (core NATS, at most once)
+// sent while it was away are lost, the inbox entries are not.
+func (g *Gateway) watchReconnects(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	last := g.nc.Stats().Reconnects
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := g.nc.Stats().Reconnects; n != last {
+				last = n
+				for _, s := range g.router.all() {
+					s.tailCheck()
+				}
+			}
+		}
+	}
+}

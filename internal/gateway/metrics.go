@@ -16,6 +16,11 @@ type metrics struct {
 	timeouts        prometheus.Counter
 	sendResults     *prometheus.CounterVec
 	duplicateSends  prometheus.Counter
+
+	replaced           prometheus.Counter
+	consumersRecreated prometheus.Counter
+	backfillMessages   prometheus.Counter
+	liveMessages       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,6 +56,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"status"}),
 		duplicateSends: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_duplicate_sends_total", Help: "Sends JetStream reported as duplicates (client retries).",
+		}),
+		replaced: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_sessions_replaced_total", Help: "Sessions closed because their device logged in again.",
+		}),
+		consumersRecreated: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_consumers_recreated_total", Help: "Device consumers recreated from the mirrored cursor (reaped or lost).",
+		}),
+		backfillMessages: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_backfill_messages_total", Help: "Messages sent on the backfill lane.",
+		}),
+		liveMessages: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_live_messages_total", Help: "Messages sent on the live lane.",
 		}),
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/admin"
+	"github.com/inboxd/inboxd/internal/archive"
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/fanout"
@@ -129,6 +130,14 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		if n.admin, err = admin.Start(n.NC, n.Store, log.Named("admin")); err != nil {
 			return nil, err
 		}
+		arch := archive.New(archive.Options{Layout: cfg.Layout}, log.Named("archive"), js, n.Store, reg)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := arch.Run(rctx); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("archiver stopped", zap.Error(err))
+			}
+		}()
 	}
 	if roles&config.RoleFanout != 0 {
 		n.Fanout, err = fanout.New(fanout.Options{Layout: cfg.Layout, NodeID: cfg.NodeID, BatchSize: cfg.BatchSize},

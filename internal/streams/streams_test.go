@@ -56,8 +56,13 @@ func TestDefinitionFilesAreAcceptedByTheJetStreamAPI(t *testing.T) {
 		if err := dec.Decode(&cfg); err != nil {
 			t.Fatalf("%s does not decode as a server ConsumerConfig: %v", f, err)
 		}
-		req, _ := json.Marshal(map[string]json.RawMessage{"stream_name": json.RawMessage(`"SEND"`), "config": raw})
-		resp := apiCall(t, nc, "$JS.API.CONSUMER.CREATE.SEND."+cfg.Durable, req)
+		// consumers/<STREAM>_<role>.json; INBOX_ files are for partition 0.
+		stream, _, _ := strings.Cut(strings.TrimPrefix(f, "consumers/"), "_")
+		if stream == "INBOX" {
+			stream = "INBOX_0"
+		}
+		req, _ := json.Marshal(map[string]json.RawMessage{"stream_name": json.RawMessage(`"` + stream + `"`), "config": raw})
+		resp := apiCall(t, nc, "$JS.API.CONSUMER.CREATE."+stream+"."+cfg.Durable, req)
 		if resp.Error != nil {
 			t.Fatalf("%s refused by JetStream: %+v", f, resp.Error)
 		}

@@ -158,6 +158,8 @@ const (
 	ErrorCode_TIMEOUT             ErrorCode = 12
 	ErrorCode_INTERNAL            ErrorCode = 13
 	ErrorCode_NOT_IMPLEMENTED     ErrorCode = 14
+	ErrorCode_SESSION_REPLACED    ErrorCode = 15 // the same device logged in on another connection
+	ErrorCode_SLOW_CONSUMER       ErrorCode = 16 // the client did not read fast enough; reconnect
 )
 
 // Enum value maps for ErrorCode.
@@ -178,6 +180,8 @@ var (
 		12: "TIMEOUT",
 		13: "INTERNAL",
 		14: "NOT_IMPLEMENTED",
+		15: "SESSION_REPLACED",
+		16: "SLOW_CONSUMER",
 	}
 	ErrorCode_value = map[string]int32{
 		"OK":                  0,
@@ -195,6 +199,8 @@ var (
 		"TIMEOUT":             12,
 		"INTERNAL":            13,
 		"NOT_IMPLEMENTED":     14,
+		"SESSION_REPLACED":    15,
+		"SLOW_CONSUMER":       16,
 	}
 )
 
@@ -358,11 +364,14 @@ func (x *Send) GetText() string {
 	return ""
 }
 
-// Ack confirms that the client stored every message of a batch up to and
-// including up_to_seq (inbox sequence). The device cursor moves only on acks.
+// Ack confirms that the client stored every message of the named batches
+// (Batch.batch_id). The device cursor moves only on acks: to the highest
+// inbox sequence below which every entry of the device's inbox was either
+// confirmed or is not the device's. An ack is also the request for more
+// backfill: the server keeps only a few backfill batches unconfirmed.
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	UpToSeq       uint64                 `protobuf:"varint,1,opt,name=up_to_seq,json=upToSeq,proto3" json:"up_to_seq,omitempty"`
+	BatchIds      []uint64               `protobuf:"varint,1,rep,packed,name=batch_ids,json=batchIds,proto3" json:"batch_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -397,11 +406,11 @@ func (*Ack) Descriptor() ([]byte, []int) {
 	return file_inboxd_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *Ack) GetUpToSeq() uint64 {
+func (x *Ack) GetBatchIds() []uint64 {
 	if x != nil {
-		return x.UpToSeq
+		return x.BatchIds
 	}
-	return 0
+	return nil
 }
 
 type Ping struct {
@@ -457,6 +466,8 @@ type Welcome struct {
 	HeartbeatMs   uint32                 `protobuf:"varint,5,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"` // ping at least this often; silence for 3 × this closes
 	MaxFrame      uint32                 `protobuf:"varint,6,opt,name=max_frame,json=maxFrame,proto3" json:"max_frame,omitempty"`          // largest frame the server accepts, bytes
 	Server        string                 `protobuf:"bytes,7,opt,name=server,proto3" json:"server,omitempty"`                               // server name/version
+	Pending       uint64                 `protobuf:"varint,8,opt,name=pending,proto3" json:"pending,omitempty"`                            // inbox entries after the cursor at login
+	PageSize      uint32                 `protobuf:"varint,9,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`          // messages per backfill batch for this device kind
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -538,6 +549,20 @@ func (x *Welcome) GetServer() string {
 		return x.Server
 	}
 	return ""
+}
+
+func (x *Welcome) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *Welcome) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
 }
 
 // SendResult answers a Send. status STORED means the content is committed and
@@ -727,11 +752,14 @@ func (x *Message) GetCreatedAtMs() int64 {
 	return 0
 }
 
+// Batch carries messages of one lane. batch_id names it in Ack; has_more
+// (backfill) says whether more backfill follows after this batch.
 type Batch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Lane          Lane                   `protobuf:"varint,1,opt,name=lane,proto3,enum=inboxd.v1.Lane" json:"lane,omitempty"`
 	Messages      []*Message             `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
 	HasMore       bool                   `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	BatchId       uint64                 `protobuf:"varint,4,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -785,6 +813,13 @@ func (x *Batch) GetHasMore() bool {
 		return x.HasMore
 	}
 	return false
+}
+
+func (x *Batch) GetBatchId() uint64 {
+	if x != nil {
+		return x.BatchId
+	}
+	return 0
 }
 
 type Error struct {
@@ -1095,11 +1130,11 @@ const file_inboxd_proto_rawDesc = "" +
 	"\rclient_msg_id\x18\x01 \x01(\tR\vclientMsgId\x12\x17\n" +
 	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12\x12\n" +
 	"\x04kind\x18\x03 \x01(\rR\x04kind\x12\x12\n" +
-	"\x04text\x18\x04 \x01(\tR\x04text\"!\n" +
-	"\x03Ack\x12\x1a\n" +
-	"\tup_to_seq\x18\x01 \x01(\x04R\aupToSeq\"\x1c\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\"\"\n" +
+	"\x03Ack\x12\x1b\n" +
+	"\tbatch_ids\x18\x01 \x03(\x04R\bbatchIds\"\x1c\n" +
 	"\x04Ping\x12\x14\n" +
-	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\xb9\x01\n" +
+	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\xf0\x01\n" +
 	"\aWelcome\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\x03R\x03uid\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x16\n" +
@@ -1107,7 +1142,9 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12!\n" +
 	"\fheartbeat_ms\x18\x05 \x01(\rR\vheartbeatMs\x12\x1b\n" +
 	"\tmax_frame\x18\x06 \x01(\rR\bmaxFrame\x12\x16\n" +
-	"\x06server\x18\a \x01(\tR\x06server\"\xd5\x01\n" +
+	"\x06server\x18\a \x01(\tR\x06server\x12\x18\n" +
+	"\apending\x18\b \x01(\x04R\apending\x12\x1b\n" +
+	"\tpage_size\x18\t \x01(\rR\bpageSize\"\xd5\x01\n" +
 	"\n" +
 	"SendResult\x12\"\n" +
 	"\rclient_msg_id\x18\x01 \x01(\tR\vclientMsgId\x12\x15\n" +
@@ -1125,11 +1162,12 @@ const file_inboxd_proto_rawDesc = "" +
 	"sender_uid\x18\x05 \x01(\x03R\tsenderUid\x12\x12\n" +
 	"\x04kind\x18\x06 \x01(\rR\x04kind\x12\x12\n" +
 	"\x04text\x18\a \x01(\tR\x04text\x12\"\n" +
-	"\rcreated_at_ms\x18\b \x01(\x03R\vcreatedAtMs\"w\n" +
+	"\rcreated_at_ms\x18\b \x01(\x03R\vcreatedAtMs\"\x92\x01\n" +
 	"\x05Batch\x12#\n" +
 	"\x04lane\x18\x01 \x01(\x0e2\x0f.inboxd.v1.LaneR\x04lane\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.inboxd.v1.MessageR\bmessages\x12\x19\n" +
-	"\bhas_more\x18\x03 \x01(\bR\ahasMore\"\x87\x01\n" +
+	"\bhas_more\x18\x03 \x01(\bR\ahasMore\x12\x19\n" +
+	"\bbatch_id\x18\x04 \x01(\x04R\abatchId\"\x87\x01\n" +
 	"\x05Error\x12(\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x14.inboxd.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
@@ -1167,7 +1205,7 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x04Lane\x12\x14\n" +
 	"\x10LANE_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04LIVE\x10\x01\x12\f\n" +
-	"\bBACKFILL\x10\x02*\x93\x02\n" +
+	"\bBACKFILL\x10\x02*\xbc\x02\n" +
 	"\tErrorCode\x12\x06\n" +
 	"\x02OK\x10\x00\x12\r\n" +
 	"\tBAD_FRAME\x10\x01\x12\x17\n" +
@@ -1185,7 +1223,9 @@ const file_inboxd_proto_rawDesc = "" +
 	"\vUNAVAILABLE\x10\v\x12\v\n" +
 	"\aTIMEOUT\x10\f\x12\f\n" +
 	"\bINTERNAL\x10\r\x12\x13\n" +
-	"\x0fNOT_IMPLEMENTED\x10\x0eB\"Z github.com/inboxd/inboxd/wire/pbb\x06proto3"
+	"\x0fNOT_IMPLEMENTED\x10\x0e\x12\x14\n" +
+	"\x10SESSION_REPLACED\x10\x0f\x12\x11\n" +
+	"\rSLOW_CONSUMER\x10\x10B\"Z github.com/inboxd/inboxd/wire/pbb\x06proto3"
 
 var (
 	file_inboxd_proto_rawDescOnce sync.Once

@@ -1,0 +1,182 @@
+// Package archive copies every inbox entry from the INBOX partitions into
+// Postgres inbox_archive, seconds behind the streams. The archive outlives
+// the streams' hot window, and it serves catch-up of older ranges by the
+// (uid, seq) index, so that a device's catch-up costs its own backlog
+// instead of a scan of everyone's traffic in its partition.
+package archive
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// Options configures the archiver.
+type Options struct {
+	Layout streams.Layout
+	// BatchSize bounds the entries written in one transaction (default 5000).
+	BatchSize int
+	// FetchWait is the expiry of one pull request (default 2s, below the
+	// consumer's PinnedTTL).
+	FetchWait time.Duration
+}
+
+// Archiver runs one writer per INBOX partition (pinned: among several
+// syncers one archives a partition at a time).
+type Archiver struct {
+	opts Options
+	log  *zap.Logger
+	js   jetstream.JetStream
+	st   *store.Store
+
+	entries prometheus.Counter
+	lag     *prometheus.GaugeVec
+	errors  prometheus.Counter
+}
+
+// New returns an archiver.
+func New(opts Options, log *zap.Logger, js jetstream.JetStream, st *store.Store, reg prometheus.Registerer) *Archiver {
+	if opts.Layout == (streams.Layout{}) {
+		opts.Layout = streams.DefaultLayout
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 5000
+	}
+	if opts.FetchWait <= 0 {
+		opts.FetchWait = 2 * time.Second
+	}
+	f := promauto.With(reg)
+	return &Archiver{
+		opts: opts, log: log, js: js, st: st,
+		entries: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_entries_total", Help: "Inbox entries copied to inbox_archive."}),
+		lag: f.NewGaugeVec(prometheus.GaugeOpts{Name: "inboxd_archive_pending_entries",
+			Help: "Entries of a partition not yet archived (as of the last batch)."}, []string{"partition"}),
+		errors: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_batch_errors_total", Help: "Archive batches that failed and were retried."}),
+	}
+}
+
+// Run archives until ctx ends.
+func (a *Archiver) Run(ctx context.Context) error {
+	cfg, err := streams.ArchiverConsumerConfig()
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for p := 0; p < a.opts.Layout.InboxPartitions; p++ {
+		cons, err := a.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(p), cfg)
+		if err != nil {
+			return fmt.Errorf("archive: consumer on %s: %w", streams.InboxStream(p), err)
+		}
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			a.runPartition(ctx, p, cons)
+		}(p)
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consumer) {
+	log := a.log.With(zap.Int("partition", p))
+	in := make(chan jetstream.Msg, 2*a.opts.BatchSize)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case in <- m:
+		case <-ctx.Done():
+		}
+	},
+		jetstream.PullMaxMessages(a.opts.BatchSize),
+		jetstream.PullExpiry(a.opts.FetchWait),
+		jetstream.PullPriorityGroup(streams.ArchiverGroup),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { log.Debug("consume", zap.Error(err)) }))
+	if err != nil {
+		log.Error("consume INBOX partition", zap.Error(err))
+		return
+	}
+	defer cc.Stop()
+	batch := make([]jetstream.Msg, 0, a.opts.BatchSize)
+	entries := make([]store.ArchivedEntry, 0, a.opts.BatchSize)
+	delay := 50 * time.Millisecond
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-in:
+			batch = append(batch, m)
+		}
+	fill:
+		for len(batch) < a.opts.BatchSize {
+			select {
+			case m := <-in:
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		var upTo, pending uint64
+		entries = entries[:0]
+		for _, m := range batch {
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			upTo, pending = md.Sequence.Stream, md.NumPending
+			if e, ok := decodeEntry(m.Subject(), m.Data()); ok {
+				e.Seq = md.Sequence.Stream
+				entries = append(entries, e)
+			} else {
+				log.Error("undecodable inbox entry skipped", zap.String("subject", m.Subject()), zap.Uint64("seq", md.Sequence.Stream))
+			}
+		}
+		for {
+			err := a.st.ArchiveEntries(ctx, p, entries, upTo)
+			if err == nil {
+				delay = 50 * time.Millisecond
+				break
+			}
+			a.errors.Inc()
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("archive batch failed; retrying", zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, 5*time.Second)
+		}
+		// AckPolicy all: the last message acknowledges the batch.
+		_ = batch[len(batch)-1].Ack()
+		a.entries.Add(float64(len(entries)))
+		a.lag.WithLabelValues(strconv.Itoa(p)).Set(float64(pending))
+	}
+}
+
+func decodeEntry(subject string, data []byte) (store.ArchivedEntry, bool) {
+	i := strings.LastIndexByte(subject, '.')
+	uid, err := strconv.ParseInt(subject[i+1:], 10, 64)
+	if err != nil {
+		return store.ArchivedEntry{}, false
+	}
+	var e pb.InboxEntry
+	if err := proto.Unmarshal(data, &e); err != nil {
+		return store.ArchivedEntry{}, false
+	}
+	return store.ArchivedEntry{UID: uid, MsgID: e.GetMsgId(), ConvID: e.GetConvId(), ConvSeq: e.GetConvSeq(), Kind: int16(e.GetKind())}, true
+}

@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+)
+
+// bodyCache holds message bodies by msg_id for all connections of a
+// gateway: a group message delivered to many devices here is read from
+// Postgres once. Bounded by entry count; when full, a shard starts over
+// (cheap, and a miss costs one batched query).
+type bodyCache struct {
+	shards [16]bodyShard
+	max    int // per shard
+	load   func(ctx context.Context, ids []int64) (map[int64]string, error)
+}
+
+type bodyShard struct {
+	mu sync.Mutex
+	m  map[int64]string
+}
+
+func newBodyCache(entries int, load func(context.Context, []int64) (map[int64]string, error)) *bodyCache {
+	c := &bodyCache{max: max(entries/16, 16), load: load}
+	for i := range c.shards {
+		c.shards[i].m = make(map[int64]string)
+	}
+	return c
+}
+
+func (c *bodyCache) shard(id int64) *bodyShard { return &c.shards[uint64(id)%16] }
+
+func (c *bodyCache) put(id int64, body string) {
+	s := c.shard(id)
+	s.mu.Lock()
+	if len(s.m) >= c.max {
+		clear(s.m)
+	}
+	s.m[id] = body
+	s.mu.Unlock()
+}
+
+// fill sets the Text of every entry from the cache, loading the missing ones
+// from Postgres in one query. get(i) and set(i, text) address the entries.
+func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set func(i int, text string)) error {
+	var missing []int64
+	var missingAt []int
+	for i := 0; i < n; i++ {
+		s := c.shard(id(i))
+		s.mu.Lock()
+		b, ok := s.m[id(i)]
+		s.mu.Unlock()
+		if ok {
+			set(i, b)
+		} else {
+			missing = append(missing, id(i))
+			missingAt = append(missingAt, i)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	got, err := c.load(ctx, missing)
+	if err != nil {
+		return err
+	}
+	for k, i := range missingAt {
+		b := got[missing[k]]
+		c.put(missing[k], b)
+		set(i, b)
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/inboxd/inboxd/internal/streams"
+)
+
+// partInfo is what catch-up needs to know about an INBOX partition.
+type partInfo struct {
+	firstSeq uint64 // oldest entry still in the stream
+	lastSeq  uint64 // newest entry
+	archived uint64 // every entry up to here is in Postgres inbox_archive
+}
+
+// partInfos keeps partInfo of every partition fresh (one stream info per
+// partition and one Postgres query per refresh, for the whole gateway).
+type partInfos struct {
+	g  *Gateway
+	mu sync.RWMutex
+	m  []partInfo
+}
+
+func (pi *partInfos) get(p int) partInfo {
+	pi.mu.RLock()
+	defer pi.mu.RUnlock()
+	return pi.m[p]
+}
+
+func (pi *partInfos) refresh(ctx context.Context) {
+	g := pi.g
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	next := make([]partInfo, g.opts.Layout.InboxPartitions)
+	arch, err := g.st.ArchiveProgress(ctx)
+	if err != nil {
+		g.log.Debug("archive progress", zap.Error(err))
+		arch = nil
+	}
+	for p := range next {
+		s, err := g.js.Stream(ctx, streams.InboxStream(p))
+		if err != nil {
+			g.log.Debug("stream info", zap.Int("partition", p), zap.Error(err))
+			next[p] = pi.get(p)
+			continue
+		}
+		st := s.CachedInfo().State
+		next[p] = partInfo{firstSeq: st.FirstSeq, lastSeq: st.LastSeq, archived: arch[p]}
+		if arch == nil {
+			next[p].archived = pi.get(p).archived
+		}
+	}
+	pi.mu.Lock()
+	pi.m = next
+	pi.mu.Unlock()
+}
+
+func (pi *partInfos) run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			pi.refresh(ctx)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/wire"
+)
+
+// router routes per-user NATS traffic (live entries, login kicks) to the
+// sessions of that user on this gateway: one subscription per connected
+// user, shared by the user's devices, and the user's backfill rate limiter.
+type router struct {
+	g     *Gateway
+	mu    sync.Mutex
+	users map[int64]*userEntry
+}
+
+type userEntry struct {
+	sub      *nats.Subscription
+	sessions []*session
+	limiter  *rate.Limiter
+}
+
+// register adds s; sessions of the same device here are replaced (closed),
+// and other gateways are told to close theirs.
+func (r *router) register(s *session) (replaced []*session, err error) {
+	r.mu.Lock()
+	u := r.users[s.uid]
+	if u == nil {
+		u = &userEntry{limiter: rate.NewLimiter(r.g.opts.UserBackfillRate, r.g.opts.UserBackfillBurst)}
+		uid := s.uid
+		u.sub, err = r.g.nc.Subscribe(streams.UserWildcard(s.p, s.uid), func(m *nats.Msg) { r.deliver(uid, m) })
+		if err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+		_ = u.sub.SetPendingLimits(-1, 64<<20)
+		r.users[s.uid] = u
+	}
+	kept := u.sessions[:0]
+	for _, o := range u.sessions {
+		if o.device == s.device {
+			replaced = append(replaced, o)
+		} else {
+			kept = append(kept, o)
+		}
+	}
+	u.sessions = append(kept, s)
+	r.mu.Unlock()
+	// Other gateways holding this device close their session on this.
+	_ = r.g.nc.Publish(streams.UserKick(s.p, s.uid), []byte(s.consumer+" "+s.id))
+	return replaced, nil
+}
+
+func (r *router) unregister(s *session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u := r.users[s.uid]
+	if u == nil {
+		return
+	}
+	for i, o := range u.sessions {
+		if o == s {
+			u.sessions = append(u.sessions[:i], u.sessions[i+1:]...)
+			break
+		}
+	}
+	if len(u.sessions) == 0 {
+		_ = u.sub.Unsubscribe()
+		delete(r.users, s.uid)
+	}
+}
+
+func (r *router) limiter(uid int64) *rate.Limiter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u := r.users[uid]; u != nil {
+		return u.limiter
+	}
+	return nil
+}
+
+func (r *router) sessionsOf(uid int64) []*session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u := r.users[uid]; u != nil {
+		return append([]*session(nil), u.sessions...)
+	}
+	return nil
+}
+
+func (r *router) deliver(uid int64, m *nats.Msg) {
+	switch {
+	case strings.HasSuffix(m.Subject, ".live"):
+		seq, ok := wire.PeekSeq(m.Data)
+		if !ok {
+			r.g.log.Warn("undecodable live entry", zap.String("subject", m.Subject))
+			return
+		}
+		for _, s := range r.sessionsOf(uid) {
+			s.onLive(m.Data, seq)
+		}
+	case strings.HasSuffix(m.Subject, ".kick"):
+		consumer, id, _ := strings.Cut(string(m.Data), " ")
+		for _, s := range r.sessionsOf(uid) {
+			if s.consumer == consumer && s.id != id {
+				s.c.replaced()
+			}
+		}
+	}
+}
+
+// all returns every session (for a tail check after a NATS reconnect).
+func (r *router) all() []*session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*session
+	for _, u := range r.users {
+		out = append(out, u.sessions...)
+	}
+	return out
+}

@@ -1,0 +1,691 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inboxd/inboxd/internal/ids"
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/wire"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// A session is the read side of one device's connection: it moves the
+// device's inbox from its cursor to the device, in backfill pages and on the
+// live lane, and moves the cursor when the device confirms.
+//
+// State, in inbox sequence numbers of the user's partition:
+//
+//	cursor   every entry of the device's inbox <= cursor is confirmed (the
+//	         durable consumer's ack floor, mirrored to Postgres)
+//	covered  every entry <= covered was sent to the device (or is not the
+//	         device's): backfill has passed it
+//	unconf   entries sent and not yet confirmed (backfill or live)
+//	sentLive entries above covered already sent on the live lane; backfill
+//	         skips them when it gets there
+//
+// so cursor = min(covered, min(unconf)-1) and it only ever grows on acks.
+//
+// Backfill reads older ranges from the Postgres archive index (cost follows
+// the device's own backlog) and the recent tail from the durable consumer
+// (which then scans only that tail). The consumer is positioned by
+// ResetConsumerToSequence only when cursor == covered, i.e. at a confirmed
+// position, so its ack floor never runs ahead of what the device stored.
+type session struct {
+	g        *Gateway
+	c        *Conn
+	id       string
+	uid      int64
+	device   string
+	p        int
+	consumer string
+	prof     profile
+	limiter  *rate.Limiter // the device's backfill rate
+
+	cons jetstream.Consumer
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{} // pokes the pump
+	done   chan struct{} // closed when the session ended and its cursor is saved
+
+	mu         sync.Mutex
+	cursor     uint64
+	covered    uint64
+	unconf     map[uint64]struct{}
+	sentLive   map[uint64]struct{}
+	batches    map[uint64]sentBatch
+	nextBatch  uint64
+	pages      int          // backfill batches awaiting confirmation
+	consumerAt uint64       // the consumer's next delivery (0: must be repositioned)
+	ackedFloor uint64       // the consumer's ack floor as last set by us
+	lastSync   time.Time    // last consumer reposition in archive mode
+	tailMsgs   []tailMsg    // consumer deliveries not yet acknowledged
+	tailLeft   uint64       // consumer NumPending after the last fetch
+	tailKnown  bool         // tailLeft is current
+	needFinal  bool         // a has_more=true batch went out: end the backfill with has_more=false
+	started    bool         // the welcome is queued: live entries may go out
+	early      []outItem    // live entries that arrived before that
+	closed     bool
+}
+
+type sentBatch struct {
+	seqs     []uint64
+	backfill bool
+}
+
+type tailMsg struct {
+	seq uint64
+	msg jetstream.Msg
+}
+
+// errReplaced ends a session whose device logged in elsewhere.
+var errReplaced = errors.New("session replaced")
+
+// startSession opens the device's cursor and registers the session; it
+// returns the welcome fields.
+func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, error) {
+	prof := profiles[c.kind]
+	s := &session{
+		g: g, c: c, id: nuid.Next(), uid: c.id.UID, device: c.id.Device,
+		p:        ids.Partition(c.id.UID, g.opts.Layout.InboxPartitions),
+		consumer: streams.DeviceConsumer(c.id.UID, c.id.Device),
+		prof:     prof,
+		limiter:  rate.NewLimiter(prof.rate, prof.burst),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		unconf:   map[uint64]struct{}{},
+		sentLive: map[uint64]struct{}{},
+		batches:  map[uint64]sentBatch{},
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	c.setSession(s) // before live entries can arrive: the writer registers their batches with it
+
+	// Register first: the live lane must be listening before the cursor is
+	// read, or an entry published in between would be neither live nor
+	// (if the tail was read just before it) backfilled... it would be
+	// backfilled later; registering first keeps the common path exact.
+	replaced, err := g.router.register(s)
+	if err != nil {
+		c.setSession(nil)
+		return nil, 0, err
+	}
+	for _, o := range replaced {
+		o.c.replaced()
+		select {
+		case <-o.done: // its final cursor is saved before we read it
+		case <-time.After(2 * time.Second):
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pending, err := s.open(cctx)
+	if err != nil {
+		g.router.unregister(s)
+		c.setSession(nil)
+		s.cancel()
+		close(s.done)
+		return nil, 0, err
+	}
+	return s, pending, nil
+}
+
+// start lets live entries and the backfill flow, after the welcome.
+func (s *session) start() {
+	s.mu.Lock()
+	s.started = true
+	early := s.early
+	s.early = nil
+	s.mu.Unlock()
+	for _, it := range early {
+		s.c.enqueue(it)
+	}
+	go s.pump()
+}
+
+// open finds or creates the device's consumer, resets it so unacknowledged
+// entries come back at once, and sets cursor and covered.
+func (s *session) open(ctx context.Context) (uint64, error) {
+	g := s.g
+	stream := streams.InboxStream(s.p)
+	mirror, found, err := g.st.GetDeviceCursor(ctx, s.uid, s.device)
+	if err != nil {
+		return 0, err
+	}
+	s.cons, err = g.js.Consumer(ctx, stream, s.consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// First login of this device, or its consumer was reaped or lost:
+		// start after the mirrored cursor (repeats, never skips).
+		start := uint64(0)
+		if found {
+			start = mirror.AckSeq + 1
+			g.metrics.consumersRecreated.Inc()
+		}
+		cfg, cerr := streams.DeviceConsumerConfig(s.p, s.uid, s.device, start, g.opts.DeviceIdleReap)
+		if cerr != nil {
+			return 0, cerr
+		}
+		s.cons, err = g.js.CreateConsumer(ctx, stream, cfg)
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			s.cons, err = g.js.Consumer(ctx, stream, s.consumer) // another gateway was quicker
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("device consumer %s: %w", s.consumer, err)
+	}
+	r, err := g.js.ResetConsumer(ctx, stream, s.consumer)
+	if err != nil {
+		return 0, fmt.Errorf("reset consumer %s: %w", s.consumer, err)
+	}
+	info := r.ConsumerInfo
+	cursor := info.AckFloor.Stream
+	if found && mirror.AckSeq > cursor {
+		// The consumer knows less than the mirror (recreated from an older
+		// mirror by another gateway, or restored): the mirror is a
+		// confirmed position too.
+		if _, err := g.js.ResetConsumerToSequence(ctx, stream, s.consumer, mirror.AckSeq+1); err == nil {
+			cursor = mirror.AckSeq
+		}
+	}
+	if !found && cursor == 0 {
+		// A new device starts at the oldest entry still in the stream; the
+		// archive beyond the hot window is not replayed to it.
+		if first := g.parts.get(s.p).firstSeq; first > 1 {
+			cursor = first - 1
+		}
+	}
+	s.mu.Lock()
+	s.cursor, s.covered, s.ackedFloor = cursor, cursor, cursor
+	s.consumerAt = 0
+	if info.Delivered.Stream == cursor || r.ResetSeq == cursor+1 {
+		s.consumerAt = cursor + 1
+	}
+	s.tailLeft, s.tailKnown = info.NumPending, s.consumerAt == cursor+1
+	s.mu.Unlock()
+	g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: cursor})
+	return info.NumPending, nil
+}
+
+func (s *session) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close ends the session: the pump stops, the consumer's ack floor and the
+// mirror get the final cursor.
+func (s *session) close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	go func() {
+		defer close(s.done)
+		s.g.router.unregister(s)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.syncConsumer(ctx, true)
+	}()
+}
+
+// onAck handles the device's confirmation of batches.
+func (s *session) onAck(batchIDs []uint64) error {
+	s.mu.Lock()
+	var unknown []uint64
+	for _, id := range batchIDs {
+		b, ok := s.batches[id]
+		if !ok {
+			unknown = append(unknown, id)
+			continue
+		}
+		delete(s.batches, id)
+		for _, seq := range b.seqs {
+			delete(s.unconf, seq)
+		}
+		if b.backfill {
+			s.pages--
+		}
+	}
+	moved := s.advanceLocked()
+	wantTail := len(s.sentLive) > 0
+	s.mu.Unlock()
+	if moved || wantTail || len(batchIDs) > len(unknown) {
+		s.poke()
+	}
+	if len(unknown) > 0 {
+		return wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "ack of batches never sent on this connection (or acknowledged before): %v", unknown)
+	}
+	return nil
+}
+
+// advanceLocked recomputes the cursor; it acknowledges consumer deliveries
+// up to it and marks the mirror. It reports whether the cursor moved.
+func (s *session) advanceLocked() bool {
+	c := s.covered
+	for seq := range s.unconf {
+		if seq-1 < c {
+			c = seq - 1
+		}
+	}
+	if c <= s.cursor {
+		return false
+	}
+	s.cursor = c
+	// AckPolicy all: acknowledging the newest delivery at or below the
+	// cursor moves the consumer's ack floor there.
+	i, found := slices.BinarySearchFunc(s.tailMsgs, c, func(t tailMsg, seq uint64) int {
+		switch {
+		case t.seq < seq:
+			return -1
+		case t.seq > seq:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		i--
+	}
+	if i >= 0 {
+		_ = s.tailMsgs[i].msg.Ack()
+		s.ackedFloor = s.tailMsgs[i].seq
+		s.tailMsgs = s.tailMsgs[i+1:]
+	}
+	s.g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: s.cursor})
+	return true
+}
+
+// onLive sends a live entry now unless backfill already has it.
+func (s *session) onLive(raw []byte, seq uint64) {
+	s.mu.Lock()
+	if s.closed || seq <= s.covered {
+		s.mu.Unlock()
+		return
+	}
+	if _, dup := s.sentLive[seq]; dup {
+		s.mu.Unlock()
+		return
+	}
+	s.sentLive[seq] = struct{}{}
+	s.unconf[seq] = struct{}{}
+	s.tailKnown = false // the stream grew: the tail has to be read to cover it
+	if !s.started {
+		s.early = append(s.early, outItem{live: raw, liveSeq: seq})
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.c.enqueue(outItem{live: raw, liveSeq: seq})
+}
+
+// liveBatch registers a live batch about to be written.
+func (s *session) liveBatch(seqs []uint64) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextBatch++
+	s.batches[s.nextBatch] = sentBatch{seqs: slices.Clone(seqs)}
+	return s.nextBatch
+}
+
+// syncConsumer moves the consumer's ack floor up to the cursor where acks
+// did not (entries served from the archive were never delivered by it).
+// Outside of final it runs at most once a second per session.
+func (s *session) syncConsumer(ctx context.Context, final bool) {
+	s.mu.Lock()
+	c := s.cursor
+	due := c > s.ackedFloor && (final || time.Since(s.lastSync) >= time.Second)
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	if _, err := s.g.js.ResetConsumerToSequence(ctx, streams.InboxStream(s.p), s.consumer, c+1); err != nil {
+		s.g.log.Debug("move consumer to cursor", zap.String("consumer", s.consumer), zap.Error(err))
+		return
+	}
+	s.mu.Lock()
+	s.ackedFloor, s.lastSync = max(s.ackedFloor, c), time.Now()
+	if s.consumerAt != 0 {
+		s.consumerAt = c + 1
+		s.tailKnown = false
+		s.tailMsgs = s.tailMsgs[:0]
+	}
+	s.mu.Unlock()
+}
+
+// pump produces backfill pages while there is backlog and room in the
+// window; it sleeps when caught up until poked (an ack, a live entry to
+// cover, a NATS reconnect).
+func (s *session) pump() {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		default:
+		}
+		s.mu.Lock()
+		full := s.pages >= s.prof.window
+		s.mu.Unlock()
+		if full {
+			if !s.sleep() {
+				return
+			}
+			continue
+		}
+		more, err := s.step()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			s.g.log.Warn("backfill step", zap.Int64("uid", s.uid), zap.String("device", s.device), zap.Error(err))
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		if !more && !s.sleep() {
+			return
+		}
+	}
+}
+
+func (s *session) sleep() bool {
+	select {
+	case <-s.ctx.Done():
+		return false
+	case <-s.wake:
+		return true
+	}
+}
+
+// step sends at most one backfill page. It reports whether it should be
+// called again right away.
+func (s *session) step() (bool, error) {
+	ctx := s.ctx
+	info := s.g.parts.get(s.p)
+	s.mu.Lock()
+	covered, cursor := s.covered, s.cursor
+	s.mu.Unlock()
+
+	if covered < info.archived && (info.lastSeq-covered > uint64(s.g.opts.TailScan) || covered+1 < info.firstSeq) {
+		s.syncConsumer(ctx, false)
+		return s.archivePage(ctx, covered, info)
+	}
+	// The tail, from the consumer. It must deliver from covered+1; it can
+	// only be put there at a confirmed position.
+	s.mu.Lock()
+	at := s.consumerAt
+	s.mu.Unlock()
+	if at != covered+1 {
+		if cursor < covered {
+			return false, nil // wait for the device to confirm what it has
+		}
+		r, err := s.g.js.ResetConsumerToSequence(ctx, streams.InboxStream(s.p), s.consumer, covered+1)
+		if err != nil {
+			return false, s.recover(ctx, err)
+		}
+		s.mu.Lock()
+		s.consumerAt, s.ackedFloor = covered+1, covered
+		s.tailLeft, s.tailKnown = r.NumPending, true
+		s.tailMsgs = s.tailMsgs[:0]
+		s.mu.Unlock()
+	}
+	return s.tailPage(ctx)
+}
+
+func (s *session) archivePage(ctx context.Context, covered uint64, info partInfo) (bool, error) {
+	n := s.prof.pageSize
+	if err := s.wait(ctx, n); err != nil {
+		return false, err
+	}
+	pg := getPage()
+	var err error
+	pg.msgs, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], s.uid, covered, info.archived, n)
+	if err != nil {
+		putPage(pg)
+		return false, err
+	}
+	upTo := info.archived
+	if len(pg.msgs) == n {
+		upTo = pg.msgs[n-1].Seq
+	}
+	return s.sendPage(pg, covered, upTo, true)
+}
+
+func (s *session) tailPage(ctx context.Context) (bool, error) {
+	s.mu.Lock()
+	left, known := s.tailLeft, s.tailKnown
+	s.mu.Unlock()
+	if !known {
+		ci, err := s.cons.Info(ctx)
+		if err != nil {
+			return false, s.recover(ctx, err)
+		}
+		left = ci.NumPending
+	}
+	if left == 0 {
+		s.finish()
+		return false, nil
+	}
+	n := min(int(left), s.prof.pageSize)
+	if err := s.wait(ctx, n); err != nil {
+		return false, err
+	}
+	// NumPending said n are there: Fetch returns as soon as it has them.
+	batch, err := s.cons.Fetch(n, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		return false, s.recover(ctx, err)
+	}
+	pg := getPage()
+	var delivered []tailMsg
+	s.mu.Lock()
+	last := s.covered
+	s.mu.Unlock()
+	for m := range batch.Messages() {
+		md, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		left = md.NumPending
+		if md.Sequence.Stream <= last {
+			continue // a redelivery of something already covered
+		}
+		last = md.Sequence.Stream
+		delivered = append(delivered, tailMsg{md.Sequence.Stream, m})
+		var e pb.InboxEntry
+		if err := proto.Unmarshal(m.Data(), &e); err != nil {
+			s.g.log.Error("undecodable inbox entry", zap.String("subject", m.Subject()), zap.Uint64("seq", md.Sequence.Stream))
+			continue
+		}
+		pg.msgs = append(pg.msgs, wire.Message{Seq: md.Sequence.Stream, MsgID: e.MsgId, ConvID: e.ConvId, ConvSeq: e.ConvSeq,
+			SenderUID: e.SenderUid, Kind: e.Kind, CreatedAtMs: e.CreatedAtMs})
+	}
+	if err := batch.Error(); err != nil && len(delivered) == 0 && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+		putPage(pg)
+		return false, s.recover(ctx, err)
+	}
+	if len(delivered) == 0 {
+		s.mu.Lock()
+		s.tailKnown = false // ask again
+		s.mu.Unlock()
+		putPage(pg)
+		return false, nil
+	}
+	s.mu.Lock()
+	covered := s.covered
+	s.tailMsgs = append(s.tailMsgs, delivered...)
+	s.consumerAt, s.tailLeft, s.tailKnown = last+1, left, true
+	s.mu.Unlock()
+	// Bodies of what the device does not have from the live lane.
+	if err := s.fillBodies(ctx, pg); err != nil {
+		putPage(pg)
+		return false, err
+	}
+	more, err := s.sendPage(pg, covered, last, left > 0)
+	return more || left > 0, err
+}
+
+func (s *session) fillBodies(ctx context.Context, pg *page) error {
+	s.mu.Lock()
+	need := pg.idx[:0]
+	for i := range pg.msgs {
+		if _, live := s.sentLive[pg.msgs[i].Seq]; !live {
+			need = append(need, i)
+		}
+	}
+	s.mu.Unlock()
+	pg.idx = need
+	return s.g.bodies.fill(ctx, len(need),
+		func(i int) int64 { return pg.msgs[need[i]].MsgID },
+		func(i int, t string) { pg.msgs[need[i]].Text = t })
+}
+
+// sendPage commits a page into the session state (covered moves to upTo;
+// entries already sent live are dropped from it) and queues it.
+func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, error) {
+	s.mu.Lock()
+	if s.closed || s.covered != from {
+		s.mu.Unlock()
+		putPage(pg)
+		return false, nil
+	}
+	kept := pg.msgs[:0]
+	pg.seqs = pg.seqs[:0]
+	for _, m := range pg.msgs {
+		if m.Seq <= from || m.Seq > upTo {
+			continue
+		}
+		if _, live := s.sentLive[m.Seq]; live {
+			continue
+		}
+		kept = append(kept, m)
+		pg.seqs = append(pg.seqs, m.Seq)
+	}
+	pg.msgs = kept
+	for seq := range s.sentLive {
+		if seq <= upTo {
+			delete(s.sentLive, seq)
+		}
+	}
+	s.covered = upTo
+	if len(pg.msgs) == 0 {
+		// Nothing of the device's in this range (or all of it went live):
+		// coverage alone may move the cursor.
+		moved := s.advanceLocked()
+		s.mu.Unlock()
+		putPage(pg)
+		_ = moved
+		return true, nil
+	}
+	for _, seq := range pg.seqs {
+		s.unconf[seq] = struct{}{}
+	}
+	s.nextBatch++
+	s.batches[s.nextBatch] = sentBatch{seqs: slices.Clone(pg.seqs), backfill: true}
+	s.pages++
+	s.needFinal = hasMore
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: s.nextBatch, HasMore: hasMore}
+	s.mu.Unlock()
+	if !s.c.enqueueBackfill(pg) {
+		return false, errors.New("connection closed")
+	}
+	s.g.metrics.backfillMessages.Add(float64(len(pg.msgs)))
+	return true, nil
+}
+
+// finish tells the device the backfill is done if the last page said more.
+func (s *session) finish() {
+	s.mu.Lock()
+	need := s.needFinal
+	s.needFinal = false
+	s.mu.Unlock()
+	if need {
+		pg := getPage()
+		pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL}
+		s.c.enqueueBackfill(pg)
+	}
+}
+
+// wait applies the device's and the user's backfill rates.
+func (s *session) wait(ctx context.Context, n int) error {
+	if err := s.limiter.WaitN(ctx, min(n, s.prof.burst)); err != nil {
+		return err
+	}
+	if ul := s.g.router.limiter(s.uid); ul != nil {
+		return ul.WaitN(ctx, min(n, s.g.opts.UserBackfillBurst))
+	}
+	return nil
+}
+
+// recover handles a consumer that vanished under the session (reaped while
+// idle, lost with a server): recreate it at the cursor and go on.
+func (s *session) recover(ctx context.Context, err error) error {
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) && !strings.Contains(err.Error(), "consumer not found") {
+		return err
+	}
+	s.mu.Lock()
+	cursor := s.cursor
+	s.mu.Unlock()
+	cfg, cerr := streams.DeviceConsumerConfig(s.p, s.uid, s.device, cursor+1, s.g.opts.DeviceIdleReap)
+	if cerr != nil {
+		return cerr
+	}
+	cons, cerr := s.g.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(s.p), cfg)
+	if cerr != nil {
+		return fmt.Errorf("recreate consumer after %v: %w", err, cerr)
+	}
+	s.g.metrics.consumersRecreated.Inc()
+	s.mu.Lock()
+	s.cons = cons
+	s.consumerAt, s.ackedFloor, s.tailKnown = 0, cursor, false
+	s.tailMsgs = s.tailMsgs[:0]
+	s.mu.Unlock()
+	return nil
+}
+
+// page is one backfill batch on its way to the writer (pooled).
+type page struct {
+	hdr  wire.BatchHeader
+	msgs []wire.Message
+	seqs []uint64
+	idx  []int
+}
+
+var pagePool = sync.Pool{New: func() any { return new(page) }}
+
+func getPage() *page { return pagePool.Get().(*page) }
+
+func putPage(pg *page) {
+	for i := range pg.msgs {
+		pg.msgs[i].Text = "" // do not pin bodies
+	}
+	pg.msgs, pg.seqs, pg.idx = pg.msgs[:0], pg.seqs[:0], pg.idx[:0]
+	pg.hdr = wire.BatchHeader{}
+	pagePool.Put(pg)
+}
+
+// tailCheck makes the session read its tail again (after a NATS reconnect,
+// live entries may have been missed).
+func (s *session) tailCheck() {
+	s.mu.Lock()
+	s.tailKnown = false
+	s.mu.Unlock()
+	s.poke()
+}

@@ -1,0 +1,161 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/inboxd/inboxd/wire"
+)
+
+// ArchivedEntry is one inbox_archive row.
+type ArchivedEntry struct {
+	UID     int64
+	Seq     uint64
+	MsgID   int64
+	ConvID  int64
+	ConvSeq int64
+	Kind    int16
+}
+
+// ArchiveEntries stores entries of INBOX partition p (idempotent: an entry
+// already there is skipped) and raises the partition's archived_seq to
+// upTo, in one transaction. Every entry of p up to upTo must be in entries
+// or archived before.
+func (s *Store) ArchiveEntries(ctx context.Context, p int, entries []ArchivedEntry, upTo uint64) error {
+	n := len(entries)
+	uids, seqs, msgs, convs, cseqs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	kinds := make([]int16, n)
+	for i, e := range entries {
+		uids[i], seqs[i], msgs[i], convs[i], cseqs[i], kinds[i] = e.UID, int64(e.Seq), e.MsgID, e.ConvID, e.ConvSeq, e.Kind
+	}
+	b := &pgx.Batch{}
+	if n > 0 {
+		b.Queue(`
+			INSERT INTO inbox_archive (uid, seq, msg_id, conv_id, conv_seq, kind)
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::smallint[])
+			ON CONFLICT DO NOTHING`, uids, seqs, msgs, convs, cseqs, kinds)
+	}
+	b.Queue(`
+		INSERT INTO archive_progress (partition, archived_seq, updated_at) VALUES ($1, $2, now())
+		ON CONFLICT (partition) DO UPDATE
+		SET archived_seq = GREATEST(archive_progress.archived_seq, EXCLUDED.archived_seq), updated_at = now()`, p, int64(upTo))
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("store: archive partition %d: %w", p, err)
+	}
+	return nil
+}
+
+// ArchiveProgress returns archived_seq of every partition that has one.
+func (s *Store) ArchiveProgress(ctx context.Context) (map[int]uint64, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT partition, archived_seq FROM archive_progress`)
+	if err != nil {
+		return nil, fmt.Errorf("store: archive progress: %w", err)
+	}
+	out := map[int]uint64{}
+	var p int
+	var seq int64
+	_, err = pgx.ForEachRow(rows, []any{&p, &seq}, func() error {
+		out[p] = uint64(seq)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: archive progress: %w", err)
+	}
+	return out, nil
+}
+
+// ArchivePage reads up to limit of uid's archived entries with after < seq
+// <= upTo, in seq order, with their bodies, appending to dst.
+func (s *Store) ArchivePage(ctx context.Context, dst []wire.Message, uid int64, after, upTo uint64, limit int) ([]wire.Message, error) {
+	rows, err := s.Pool.Query(ctx, `
+		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, m.sender_uid, a.kind, m.body, m.created_at
+		FROM inbox_archive a JOIN msg_content m ON m.msg_id = a.msg_id
+		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3
+		ORDER BY a.seq LIMIT $4`, uid, int64(after), int64(upTo), limit)
+	if err != nil {
+		return dst, fmt.Errorf("store: archive page: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var m wire.Message
+		var seq int64
+		var kind int16
+		var created time.Time
+		if err := rows.Scan(&seq, &m.MsgID, &m.ConvID, &m.ConvSeq, &m.SenderUID, &kind, &m.Text, &created); err != nil {
+			return dst, fmt.Errorf("store: archive page: %w", err)
+		}
+		m.Seq, m.Kind, m.CreatedAtMs = uint64(seq), uint32(kind), created.UnixMilli()
+		dst = append(dst, m)
+	}
+	return dst, rows.Err()
+}
+
+// Bodies returns the body of each msg_id found.
+func (s *Store) Bodies(ctx context.Context, msgIDs []int64) (map[int64]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT msg_id, body FROM msg_content WHERE msg_id = ANY($1::bigint[])`, msgIDs)
+	if err != nil {
+		return nil, fmt.Errorf("store: bodies: %w", err)
+	}
+	out := make(map[int64]string, len(msgIDs))
+	var id int64
+	var body string
+	_, err = pgx.ForEachRow(rows, []any{&id, &body}, func() error {
+		out[id] = body
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: bodies: %w", err)
+	}
+	return out, nil
+}
+
+// DeviceCursor is one device_cursor row.
+type DeviceCursor struct {
+	UID      int64
+	Device   string
+	Consumer string
+	AckSeq   uint64
+}
+
+// GetDeviceCursor returns the mirror of a device's cursor; found is false
+// for a device never seen.
+func (s *Store) GetDeviceCursor(ctx context.Context, uid int64, device string) (c DeviceCursor, found bool, err error) {
+	c = DeviceCursor{UID: uid, Device: device}
+	var seq int64
+	err = s.Pool.QueryRow(ctx, `SELECT consumer, ack_seq FROM device_cursor WHERE uid = $1 AND device = $2`, uid, device).Scan(&c.Consumer, &seq)
+	if err == pgx.ErrNoRows {
+		return c, false, nil
+	}
+	if err != nil {
+		return c, false, fmt.Errorf("store: device cursor: %w", err)
+	}
+	c.AckSeq = uint64(seq)
+	return c, true, nil
+}
+
+// SaveDeviceCursors raises the mirrored cursors (never lowers them) and
+// creates rows for new devices, in one statement.
+func (s *Store) SaveDeviceCursors(ctx context.Context, cs []DeviceCursor) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	uids, devs, cons, seqs := make([]int64, len(cs)), make([]string, len(cs)), make([]string, len(cs)), make([]int64, len(cs))
+	for i, c := range cs {
+		uids[i], devs[i], cons[i], seqs[i] = c.UID, c.Device, c.Consumer, int64(c.AckSeq)
+	}
+	_, err := s.Pool.Exec(ctx, `
+		INSERT INTO device_cursor (uid, device, consumer, ack_seq, updated_at)
+		SELECT u, d, c, s, now() FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS t(u, d, c, s)
+		ON CONFLICT (uid, device) DO UPDATE
+		SET ack_seq = GREATEST(device_cursor.ack_seq, EXCLUDED.ack_seq), updated_at = now()`, uids, devs, cons, seqs)
+	if err != nil {
+		return fmt.Errorf("store: save device cursors: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package wire
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// Message is a delivered message in plain fields: the gateway's hot path
+// encodes batches from these straight into its write buffer (no
+// intermediate protobuf objects, no allocation). Its encoding is exactly
+// pb.Message's.
+type Message struct {
+	Seq         uint64
+	MsgID       int64
+	ConvID      int64
+	ConvSeq     int64
+	SenderUID   int64
+	Kind        uint32
+	Text        string
+	CreatedAtMs int64
+}
+
+// Field numbers of pb.Message and pb.Batch (wire/pb/inboxd.proto).
+const (
+	fMsgSeq       = 1
+	fMsgMsgID     = 2
+	fMsgConvID    = 3
+	fMsgConvSeq   = 4
+	fMsgSender    = 5
+	fMsgKind      = 6
+	fMsgText      = 7
+	fMsgCreatedAt = 8
+
+	fBatchLane     = 1
+	fBatchMessages = 2
+	fBatchHasMore  = 3
+	fBatchID       = 4
+)
+
+func sizeVarintField(num protowire.Number, v uint64) int {
+	if v == 0 {
+		return 0 // proto3: zero values are not encoded
+	}
+	return protowire.SizeTag(num) + protowire.SizeVarint(v)
+}
+
+func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+// Size returns the encoded size of m (as a pb.Message body).
+func (m *Message) Size() int {
+	n := sizeVarintField(fMsgSeq, m.Seq) +
+		sizeVarintField(fMsgMsgID, uint64(m.MsgID)) +
+		sizeVarintField(fMsgConvID, uint64(m.ConvID)) +
+		sizeVarintField(fMsgConvSeq, uint64(m.ConvSeq)) +
+		sizeVarintField(fMsgSender, uint64(m.SenderUID)) +
+		sizeVarintField(fMsgKind, uint64(m.Kind)) +
+		sizeVarintField(fMsgCreatedAt, uint64(m.CreatedAtMs))
+	if len(m.Text) > 0 {
+		n += protowire.SizeTag(fMsgText) + protowire.SizeBytes(len(m.Text))
+	}
+	return n
+}
+
+// AppendMessage appends the encoding of m (a pb.Message body) to b.
+func AppendMessage(b []byte, m *Message) []byte {
+	b = appendVarintField(b, fMsgSeq, m.Seq)
+	b = appendVarintField(b, fMsgMsgID, uint64(m.MsgID))
+	b = appendVarintField(b, fMsgConvID, uint64(m.ConvID))
+	b = appendVarintField(b, fMsgConvSeq, uint64(m.ConvSeq))
+	b = appendVarintField(b, fMsgSender, uint64(m.SenderUID))
+	b = appendVarintField(b, fMsgKind, uint64(m.Kind))
+	if len(m.Text) > 0 {
+		b = protowire.AppendTag(b, fMsgText, protowire.BytesType)
+		b = protowire.AppendString(b, m.Text)
+	}
+	return appendVarintField(b, fMsgCreatedAt, uint64(m.CreatedAtMs))
+}
+
+// BatchHeader holds the scalar fields of a Batch frame.
+type BatchHeader struct {
+	Lane    pb.Lane
+	BatchID uint64
+	HasMore bool
+}
+
+func (h *BatchHeader) size() int {
+	n := sizeVarintField(fBatchLane, uint64(h.Lane)) + sizeVarintField(fBatchID, h.BatchID)
+	if h.HasMore {
+		n += protowire.SizeTag(fBatchHasMore) + 1
+	}
+	return n
+}
+
+func (h *BatchHeader) append(b []byte) []byte {
+	b = appendVarintField(b, fBatchLane, uint64(h.Lane))
+	if h.HasMore {
+		b = protowire.AppendTag(b, fBatchHasMore, protowire.VarintType)
+		b = append(b, 1)
+	}
+	return appendVarintField(b, fBatchID, h.BatchID)
+}
+
+// BatchFrameSize returns the size of the whole Batch frame (header bytes
+// included, no transport prefix) for msgs followed by raws, where each raw is
+// an already encoded pb.Message body.
+func BatchFrameSize(h *BatchHeader, msgs []Message, raws [][]byte) int {
+	n := HeaderLen + h.size()
+	for i := range msgs {
+		n += protowire.SizeTag(fBatchMessages) + protowire.SizeBytes(msgs[i].Size())
+	}
+	for _, r := range raws {
+		n += protowire.SizeTag(fBatchMessages) + protowire.SizeBytes(len(r))
+	}
+	return n
+}
+
+// AppendBatchFrame appends a whole Batch frame (version, type, body) to b:
+// msgs first, then raws (already encoded pb.Message bodies). It allocates
+// nothing when b has room.
+func AppendBatchFrame(b []byte, h *BatchHeader, msgs []Message, raws [][]byte) []byte {
+	b = append(b, Version, byte(TypeBatch))
+	b = h.append(b)
+	for i := range msgs {
+		b = protowire.AppendTag(b, fBatchMessages, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(msgs[i].Size()))
+		b = AppendMessage(b, &msgs[i])
+	}
+	for _, r := range raws {
+		b = protowire.AppendTag(b, fBatchMessages, protowire.BytesType)
+		b = protowire.AppendBytes(b, r)
+	}
+	return b
+}
+
+// PeekSeq returns the seq field of an encoded pb.Message body without
+// decoding the rest (the gateway routes live messages by it).
+func PeekSeq(b []byte) (uint64, bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+		if num == fMsgSeq && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			return v, n >= 0
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+	}
+	return 0, false
+}
