@@ -44,6 +44,19 @@ type Options struct {
 	// OnError, when set, receives non-fatal errors (protocol errors from the
 	// server, failed connection attempts).
 	OnError func(error)
+
+	// Handler receives the device's messages (see Handler). Without one the
+	// client only sends: it confirms nothing, so its device's cursor stays.
+	Handler Handler
+	// GapWait is how long a live message waits for earlier messages of its
+	// conversation before it is handed over anyway (default 500ms).
+	GapWait time.Duration
+	// DedupeSize is how many recent msg_ids are remembered to drop repeats
+	// (default 1,000,000).
+	DedupeSize int
+	// NoAck never confirms anything: like a client that crashes before it
+	// stored what it got (tests, inboxctl sync --no-ack).
+	NoAck bool
 }
 
 func (o *Options) setDefaults() {
@@ -62,6 +75,12 @@ func (o *Options) setDefaults() {
 	if o.MaxFrame <= 0 {
 		o.MaxFrame = 16 << 20
 	}
+	if o.GapWait <= 0 {
+		o.GapWait = 500 * time.Millisecond
+	}
+	if o.DedupeSize <= 0 {
+		o.DedupeSize = 1 << 20
+	}
 }
 
 // ErrClosed is returned by calls on a closed client.
@@ -73,11 +92,12 @@ type Client struct {
 
 	mu      sync.Mutex
 	cur     *session
-	ready   chan struct{} // closed while a session is up; replaced when it ends
 	welcome *pb.Welcome
 	pending map[string]*pendingSend
 	nextOrd uint64 // issue order of sends, so a reconnect resends in order
 	closed  bool
+
+	recv *receiver // nil without a Handler
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -99,11 +119,14 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	opts.setDefaults()
 	c := &Client{
 		opts:    opts,
-		ready:   make(chan struct{}),
 		pending: make(map[string]*pendingSend),
 		done:    make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if opts.Handler != nil {
+		c.recv = newReceiver(c)
+		go c.recv.run()
+	}
 	s, err := c.connect(ctx)
 	if err != nil {
 		c.cancel()
@@ -131,6 +154,18 @@ func (c *Client) Close() error {
 	c.closed = true
 	s := c.cur
 	c.mu.Unlock()
+	if c.recv != nil {
+		// Confirm what the handler took before the connection goes.
+		ch := make(chan struct{})
+		select {
+		case c.recv.in <- event{closing: ch}:
+			select {
+			case <-ch:
+			case <-time.After(5 * time.Second):
+			}
+		case <-time.After(5 * time.Second):
+		}
+	}
 	c.cancel()
 	if s != nil {
 		s.conn.close()
@@ -239,18 +274,30 @@ func (c *Client) up(s *session) {
 		resend = append(resend, p)
 	}
 	slices.SortFunc(resend, func(a, b *pendingSend) int { return cmp.Compare(a.order, b.order) })
-	close(c.ready)
 	c.mu.Unlock()
 	for _, p := range resend {
 		c.transmit(s, p)
 	}
+	c.toReceiver(event{s: s, start: true})
+}
+
+// toReceiver hands an event to the receiver (blocking: a slow handler slows
+// reading, which the server sees as backpressure).
+func (c *Client) toReceiver(ev event) {
+	if c.recv == nil {
+		return
+	}
+	select {
+	case c.recv.in <- ev:
+	case <-c.ctx.Done():
+	}
 }
 
 func (c *Client) down(s *session) {
+	c.toReceiver(event{s: s, down: true})
 	c.mu.Lock()
 	if c.cur == s {
 		c.cur = nil
-		c.ready = make(chan struct{})
 	}
 	c.mu.Unlock()
 }
@@ -344,6 +391,8 @@ func (s *session) handle(m proto.Message) {
 		if err.Fatal {
 			s.conn.close()
 		}
+	case *pb.Batch:
+		s.c.toReceiver(event{s: s, batch: m})
 	case *pb.Pong:
 	}
 }

@@ -5,6 +5,7 @@
 //	inboxctl conv add|remove --conv C --members 4,5
 //	inboxctl conv show --conv C
 //	inboxctl send --uid U --device D --conv C --text T [--count K] [--client-msg-id ID]
+//	inboxctl sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind K]
 //	inboxctl token --uid U --device D [--ttl 24h]
 //	inboxctl streams export --dir DIR
 //
@@ -31,6 +32,8 @@ commands:
   conv show   --conv C                                       show a conversation and its members
   send --uid U --device D --conv C --text T [--count K] [--client-msg-id ID]
                                                              send K messages in order; one JSON result per line
+  sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind mobile|desktop|web]
+                                                             print the device's messages, one JSON line each, and confirm them
   token --uid U --device D [--ttl 24h]                       print a signed client token
   streams export --dir DIR                                   write every stream and consumer definition as JSON
 
@@ -58,6 +61,8 @@ func run(ctx context.Context, args []string) int {
 		return convCmd(ctx, rest[0], rest[1:])
 	case "send":
 		return sendCmd(ctx, rest)
+	case "sync":
+		return syncCmd(ctx, rest)
 	case "token":
 		return tokenCmd(rest)
 	case "streams":

@@ -31,6 +31,8 @@ type Config struct {
 	TCPAddr     string
 	Heartbeat   time.Duration
 	TokenSecret string
+	DeviceReap  time.Duration
+	TailScan    int
 
 	// Fanout.
 	NodeID    int
@@ -51,6 +53,8 @@ func Defaults() Config {
 		WSAddr:      "127.0.0.1:7070",
 		TCPAddr:     "127.0.0.1:7071",
 		Heartbeat:   20 * time.Second,
+		DeviceReap:  72 * time.Hour,
+		TailScan:    10000,
 		TokenSecret: auth.DevSecret,
 		BatchSize:   256,
 		Layout:      streams.DefaultLayout,
@@ -95,6 +99,8 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.TCPAddr, "tcp", c.TCPAddr, "raw TCP listen address (length-prefixed frames)")
 		fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "heartbeat advertised to clients; 3 silent heartbeats close a connection")
 		fs.StringVar(&c.TokenSecret, "token-secret", c.TokenSecret, "HS256 secret of client tokens (env INBOXD_TOKEN_SECRET); the default is the development secret")
+		fs.DurationVar(&c.DeviceReap, "device-reap", c.DeviceReap, "remove a device's cursor consumer after this long unused (recreated from the Postgres mirror at its next login)")
+		fs.IntVar(&c.TailScan, "tail-scan", c.TailScan, "catch-up reads from the Postgres archive when the consumer would scan more stream entries than this")
 	}
 	if roles&RoleFanout != 0 {
 		envInt(&c.NodeID, "INBOXD_NODE_ID")

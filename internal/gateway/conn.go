@@ -308,7 +308,7 @@ func (c *Conn) handle(t wire.FrameType, m proto.Message) bool {
 		c.g.sends.submit(c, m)
 		return true
 	case *pb.Ack:
-		if err := c.session().onAck(m.GetBatchIds()); err != nil {
+		if err := c.session().onAck(m.GetBatchIds(), m.GetSeqs()); err != nil {
 			c.fail(err, false)
 		}
 		return true

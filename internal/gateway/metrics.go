@@ -21,6 +21,8 @@ type metrics struct {
 	consumersRecreated prometheus.Counter
 	backfillMessages   prometheus.Counter
 	liveMessages       prometheus.Counter
+	liveDeferred       prometheus.Counter
+	badAcks            prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -68,6 +70,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		liveMessages: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_live_messages_total", Help: "Messages sent on the live lane.",
+		}),
+		liveDeferred: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_live_deferred_total",
+			Help: "Live entries left to the backfill because the device had too many unconfirmed messages.",
+		}),
+		badAcks: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_bad_acks_total", Help: "Acks naming batches or messages not awaiting confirmation.",
 		}),
 	}
 }

@@ -91,8 +91,9 @@ type tailMsg struct {
 	msg jetstream.Msg
 }
 
-// errReplaced ends a session whose device logged in elsewhere.
-var errReplaced = errors.New("session replaced")
+// maxUnconfirmed bounds the messages a session keeps sending live without
+// confirmation.
+const maxUnconfirmed = 10000
 
 // startSession opens the device's cursor and registers the session; it
 // returns the welcome fields.
@@ -245,10 +246,18 @@ func (s *session) close() {
 	}()
 }
 
-// onAck handles the device's confirmation of batches.
-func (s *session) onAck(batchIDs []uint64) error {
+// onAck handles the device's confirmation of whole batches and of single
+// messages.
+func (s *session) onAck(batchIDs, seqs []uint64) error {
 	s.mu.Lock()
-	var unknown []uint64
+	var unknown, unknownSeqs []uint64
+	for _, seq := range seqs {
+		if _, ok := s.unconf[seq]; !ok {
+			unknownSeqs = append(unknownSeqs, seq)
+			continue
+		}
+		delete(s.unconf, seq)
+	}
 	for _, id := range batchIDs {
 		b, ok := s.batches[id]
 		if !ok {
@@ -269,8 +278,10 @@ func (s *session) onAck(batchIDs []uint64) error {
 	if moved || wantTail || len(batchIDs) > len(unknown) {
 		s.poke()
 	}
-	if len(unknown) > 0 {
-		return wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "ack of batches never sent on this connection (or acknowledged before): %v", unknown)
+	if len(unknown) > 0 || len(unknownSeqs) > 0 {
+		s.g.metrics.badAcks.Inc()
+		return wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT,
+			"ack of batches %v / messages %v that were not sent on this connection or are confirmed already; nothing else changed", unknown, unknownSeqs)
 	}
 	return nil
 }
@@ -316,6 +327,15 @@ func (s *session) onLive(raw []byte, seq uint64) {
 	s.mu.Lock()
 	if s.closed || seq <= s.covered {
 		s.mu.Unlock()
+		return
+	}
+	if len(s.unconf) >= maxUnconfirmed {
+		// The device is not confirming: stop adding to what it owes us.
+		// The entry is not dropped: the tail read delivers it once the
+		// device confirms (or on its next login).
+		s.tailKnown = false
+		s.mu.Unlock()
+		s.g.metrics.liveDeferred.Inc()
 		return
 	}
 	if _, dup := s.sentLive[seq]; dup {

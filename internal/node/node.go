@@ -162,6 +162,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		}
 		n.Gateway, err = gateway.New(gateway.Options{
 			WSAddr: cfg.WSAddr, TCPAddr: cfg.TCPAddr, Layout: cfg.Layout, Heartbeat: cfg.Heartbeat,
+			DeviceIdleReap: cfg.DeviceReap, TailScan: cfg.TailScan,
 		}, log.Named("gateway"), n.NC, n.Store, auth.NewVerifier(cfg.TokenSecret), reg)
 		if err != nil {
 			return nil, err

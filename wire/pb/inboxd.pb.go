@@ -370,8 +370,11 @@ func (x *Send) GetText() string {
 // confirmed or is not the device's. An ack is also the request for more
 // backfill: the server keeps only a few backfill batches unconfirmed.
 type Ack struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BatchIds      []uint64               `protobuf:"varint,1,rep,packed,name=batch_ids,json=batchIds,proto3" json:"batch_ids,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BatchIds []uint64               `protobuf:"varint,1,rep,packed,name=batch_ids,json=batchIds,proto3" json:"batch_ids,omitempty"`
+	// seqs confirms single messages (inbox sequences) of batches the client
+	// could not confirm whole, e.g. when it stops after part of a batch.
+	Seqs          []uint64 `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -409,6 +412,13 @@ func (*Ack) Descriptor() ([]byte, []int) {
 func (x *Ack) GetBatchIds() []uint64 {
 	if x != nil {
 		return x.BatchIds
+	}
+	return nil
+}
+
+func (x *Ack) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
 	}
 	return nil
 }
@@ -1130,9 +1140,10 @@ const file_inboxd_proto_rawDesc = "" +
 	"\rclient_msg_id\x18\x01 \x01(\tR\vclientMsgId\x12\x17\n" +
 	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12\x12\n" +
 	"\x04kind\x18\x03 \x01(\rR\x04kind\x12\x12\n" +
-	"\x04text\x18\x04 \x01(\tR\x04text\"\"\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\"6\n" +
 	"\x03Ack\x12\x1b\n" +
-	"\tbatch_ids\x18\x01 \x03(\x04R\bbatchIds\"\x1c\n" +
+	"\tbatch_ids\x18\x01 \x03(\x04R\bbatchIds\x12\x12\n" +
+	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\"\x1c\n" +
 	"\x04Ping\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\xf0\x01\n" +
 	"\aWelcome\x12\x10\n" +

@@ -1,0 +1,286 @@
+package client
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// Message is a message handed to the application.
+type Message struct {
+	Seq       uint64 // inbox sequence (the cursor's unit)
+	MsgID     int64
+	ConvID    int64
+	ConvSeq   int64
+	SenderUID int64
+	Kind      uint32
+	Text      string
+	CreatedAt time.Time
+	Lane      string // "live" or "backfill": how it arrived
+}
+
+// ErrStop, returned by a Handler, stops delivery: the message and everything
+// after it stay unconfirmed (the server delivers them again next time).
+var ErrStop = errors.New("client: stop delivery")
+
+// Handler receives messages in conv_seq order within each conversation,
+// each msg_id once. The client confirms a message to the server only after
+// the handler returned nil for it: store it before returning. Any other
+// error closes the session; the unconfirmed messages come again after the
+// reconnect.
+type Handler func(Message) error
+
+// receiver is the read side of a Client: it deduplicates by msg_id, orders
+// by conv_seq per conversation, calls the handler on one goroutine, and
+// confirms batches once every message of them was handled.
+type receiver struct {
+	c       *Client
+	in      chan event
+	seen    *idSet
+	convs   map[int64]*convBuf
+	batches map[*batchTrack]struct{}
+	idle    bool // the server said the backfill is done
+	stopped bool
+}
+
+type event struct {
+	s       *session
+	batch   *pb.Batch
+	down    bool          // s ended
+	start   bool          // s started; welcome.pending tells whether backfill is due
+	closing chan struct{} // the client closes: confirm what was handled, then close this
+}
+
+type batchTrack struct {
+	s       *session
+	id      uint64
+	left    int
+	handled []uint64 // seqs handled, for a partial confirmation at close
+}
+
+type pendingMsg struct {
+	m       Message
+	b       *batchTrack
+	arrived time.Time
+}
+
+type convBuf struct {
+	hwm     int64 // highest conv_seq handed over (0: none yet)
+	pending []pendingMsg
+}
+
+func newReceiver(c *Client) *receiver {
+	return &receiver{
+		c:       c,
+		in:      make(chan event, 64),
+		seen:    newIDSet(c.opts.DedupeSize),
+		convs:   map[int64]*convBuf{},
+		batches: map[*batchTrack]struct{}{},
+	}
+}
+
+func (r *receiver) run() {
+	tick := time.NewTicker(r.c.opts.GapWait / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.c.ctx.Done():
+			return
+		case ev := <-r.in:
+			r.handle(ev)
+		drain:
+			for {
+				select {
+				case ev := <-r.in:
+					r.handle(ev)
+				default:
+					break drain
+				}
+			}
+		case <-tick.C:
+		}
+		r.release()
+		r.confirm()
+	}
+}
+
+func (r *receiver) handle(ev event) {
+	switch {
+	case ev.closing != nil:
+		r.release()
+		r.confirmPartial()
+		r.stopped = true
+		close(ev.closing)
+	case ev.start:
+		r.idle = ev.s.welcome.GetPending() == 0
+	case ev.down:
+		// Unconfirmed messages of that session come again on the next one.
+		for b := range r.batches {
+			if b.s == ev.s {
+				delete(r.batches, b)
+			}
+		}
+		for id, cb := range r.convs {
+			cb.pending = slices.DeleteFunc(cb.pending, func(p pendingMsg) bool { return p.b.s == ev.s })
+			if len(cb.pending) == 0 && cb.hwm == 0 {
+				delete(r.convs, id)
+			}
+		}
+	case ev.batch != nil:
+		b := ev.batch
+		if b.GetLane() == pb.Lane_BACKFILL {
+			r.idle = !b.GetHasMore()
+		}
+		if len(b.GetMessages()) == 0 {
+			return
+		}
+		bt := &batchTrack{s: ev.s, id: b.GetBatchId(), left: len(b.GetMessages())}
+		r.batches[bt] = struct{}{}
+		lane := "backfill"
+		if b.GetLane() == pb.Lane_LIVE {
+			lane = "live"
+		}
+		now := time.Now()
+		for _, pm := range b.GetMessages() {
+			m := Message{Seq: pm.GetSeq(), MsgID: pm.GetMsgId(), ConvID: pm.GetConvId(), ConvSeq: pm.GetConvSeq(),
+				SenderUID: pm.GetSenderUid(), Kind: pm.GetKind(), Text: pm.GetText(),
+				CreatedAt: time.UnixMilli(pm.GetCreatedAtMs()), Lane: lane}
+			cb := r.convs[m.ConvID]
+			if cb == nil {
+				cb = &convBuf{}
+				r.convs[m.ConvID] = cb
+			}
+			i, _ := slices.BinarySearchFunc(cb.pending, m.ConvSeq, func(p pendingMsg, s int64) int {
+				return int(p.m.ConvSeq - s)
+			})
+			cb.pending = slices.Insert(cb.pending, i, pendingMsg{m: m, b: bt, arrived: now})
+		}
+	}
+}
+
+// release hands over every message that is next in its conversation, and
+// those whose gap has waited long enough.
+//
+// A gap (conv_seq above hwm+1) on the backfill lane is final: backfill
+// walks the inbox in order, which within a conversation is conv_seq order,
+// so the missing numbers are not in this inbox (the user joined later, the
+// device's window starts later). A gap on the live lane may be filled by
+// the backfill still draining: it waits until the backfill is done and
+// GapWait passed.
+func (r *receiver) release() {
+	if r.stopped {
+		return
+	}
+	now := time.Now()
+	for _, cb := range r.convs {
+		for len(cb.pending) > 0 {
+			p := cb.pending[0]
+			if r.seen.has(p.m.MsgID) {
+				r.done(p) // the application has it: confirm it again
+				cb.pending = cb.pending[1:]
+				continue
+			}
+			next := p.m.ConvSeq <= cb.hwm+1
+			if !next {
+				final := p.m.Lane == "backfill" || (r.idle && now.Sub(p.arrived) >= r.c.opts.GapWait)
+				if !final {
+					break
+				}
+			}
+			if err := r.c.opts.Handler(p.m); err != nil {
+				r.handlerFailed(p, err)
+				return
+			}
+			r.seen.add(p.m.MsgID)
+			cb.hwm = max(cb.hwm, p.m.ConvSeq)
+			r.done(p)
+			cb.pending = cb.pending[1:]
+		}
+	}
+}
+
+func (r *receiver) done(p pendingMsg) {
+	p.b.left--
+	p.b.handled = append(p.b.handled, p.m.Seq)
+}
+
+func (r *receiver) handlerFailed(p pendingMsg, err error) {
+	if errors.Is(err, ErrStop) {
+		r.stopped = true
+		return
+	}
+	r.c.report(err)
+	p.b.s.conn.close() // reconnect; unconfirmed messages come again
+}
+
+// confirm acknowledges every batch whose messages were all handled.
+func (r *receiver) confirm() {
+	if r.c.opts.NoAck {
+		return
+	}
+	acks := map[*session][]uint64{}
+	for b := range r.batches {
+		if b.left == 0 {
+			if b.id != 0 {
+				acks[b.s] = append(acks[b.s], b.id)
+			}
+			delete(r.batches, b)
+		}
+	}
+	for s, ids := range acks {
+		if err := s.write(&pb.Ack{BatchIds: ids}); err != nil {
+			s.conn.close()
+		}
+	}
+}
+
+// confirmPartial acknowledges the handled messages of unfinished batches
+// (called once delivery stopped, before closing).
+func (r *receiver) confirmPartial() {
+	if r.c.opts.NoAck {
+		return
+	}
+	r.confirm()
+	acks := map[*session][]uint64{}
+	for b := range r.batches {
+		if len(b.handled) > 0 {
+			acks[b.s] = append(acks[b.s], b.handled...)
+		}
+	}
+	for s, seqs := range acks {
+		_ = s.write(&pb.Ack{Seqs: seqs})
+	}
+}
+
+// idSet remembers the last max msg_ids handed over (FIFO eviction).
+type idSet struct {
+	m    map[int64]struct{}
+	ring []int64
+	max  int
+	next int
+}
+
+func newIDSet(max int) *idSet {
+	return &idSet{m: make(map[int64]struct{}), max: max}
+}
+
+func (s *idSet) has(id int64) bool {
+	_, ok := s.m[id]
+	return ok
+}
+
+func (s *idSet) add(id int64) {
+	if s.max <= 0 {
+		return
+	}
+	if len(s.ring) < s.max {
+		s.ring = append(s.ring, id)
+	} else {
+		delete(s.m, s.ring[s.next])
+		s.ring[s.next] = id
+		s.next = (s.next + 1) % len(s.ring)
+	}
+	s.m[id] = struct{}{}
+}
