@@ -53,10 +53,10 @@ type Conn struct {
 
 func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {
 	return &Conn{
-		g:    g,
-		nc:   nc,
-		tr:   tr,
-		log:  g.log.With(zap.String("remote", nc.RemoteAddr().String())),
+		g:        g,
+		nc:       nc,
+		tr:       tr,
+		log:      g.log.With(zap.String("remote", nc.RemoteAddr().String())),
 		out:      make(chan outItem, g.opts.OutQueue),
 		backfill: make(chan *page, 4),
 		done:     make(chan struct{}),
@@ -356,13 +356,13 @@ func (c *Conn) writeLoop() {
 // writer is a connection's reusable write state: nothing is allocated per
 // delivered message once its buffers have grown.
 type writer struct {
-	c        *Conn
-	buf      []byte
-	scratch  []byte
-	raws     [][]byte
-	seqs     []uint64
-	hasPage  bool
-	closing  bool
+	c       *Conn
+	buf     []byte
+	scratch []byte
+	raws    [][]byte
+	seqs    []uint64
+	hasPage bool
+	closing bool
 }
 
 func (w *writer) add(it outItem) {

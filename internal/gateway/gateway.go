@@ -19,8 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/store"

@@ -68,16 +68,16 @@ type session struct {
 	sentLive   map[uint64]struct{}
 	batches    map[uint64]sentBatch
 	nextBatch  uint64
-	pages      int          // backfill batches awaiting confirmation
-	consumerAt uint64       // the consumer's next delivery (0: must be repositioned)
-	ackedFloor uint64       // the consumer's ack floor as last set by us
-	lastSync   time.Time    // last consumer reposition in archive mode
-	tailMsgs   []tailMsg    // consumer deliveries not yet acknowledged
-	tailLeft   uint64       // consumer NumPending after the last fetch
-	tailKnown  bool         // tailLeft is current
-	needFinal  bool         // a has_more=true batch went out: end the backfill with has_more=false
-	started    bool         // the welcome is queued: live entries may go out
-	early      []outItem    // live entries that arrived before that
+	pages      int       // backfill batches awaiting confirmation
+	consumerAt uint64    // the consumer's next delivery (0: must be repositioned)
+	ackedFloor uint64    // the consumer's ack floor as last set by us
+	lastSync   time.Time // last consumer reposition in archive mode
+	tailMsgs   []tailMsg // consumer deliveries not yet acknowledged
+	tailLeft   uint64    // consumer NumPending after the last fetch
+	tailKnown  bool      // tailLeft is current
+	needFinal  bool      // a has_more=true batch went out: end the backfill with has_more=false
+	started    bool      // the welcome is queued: live entries may go out
+	early      []outItem // live entries that arrived before that
 	closed     bool
 }
 
