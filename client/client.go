@@ -93,9 +93,17 @@ type Client struct {
 	mu      sync.Mutex
 	cur     *session
 	welcome *pb.Welcome
-	pending map[string]*pendingSend
-	nextOrd uint64 // issue order of sends, so a reconnect resends in order
 	closed  bool
+
+	// Sends: every send not answered for good is in pending; those waiting
+	// for a slot on the wire are in queue, in issue order. At most limit are
+	// on the wire at once (the server's max_inflight_sends).
+	pending  map[string]*pendingSend
+	queue    []*pendingSend
+	inflight int
+	limit    int
+	nextOrd  uint64
+	sendMu   sync.Mutex // orders writes of sends
 
 	recv *receiver // nil without a Handler
 
@@ -106,10 +114,13 @@ type Client struct {
 
 // pendingSend is a send awaiting STORED or REJECTED.
 type pendingSend struct {
-	req    *pb.Send
-	frame  []byte // the encoded send frame, written again on every retry
-	result chan *pb.SendResult
-	order  uint64
+	req      *pb.Send
+	frame    []byte // the encoded send frame, written again on every retry
+	result   chan *pb.SendResult
+	order    uint64
+	onWire   bool // written on the current session, no answer yet
+	queued   bool
+	attempts int
 }
 
 // Dial connects, says hello and waits for welcome. The client then keeps the
@@ -132,6 +143,9 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		c.cancel()
 		return nil, err
 	}
+	c.mu.Lock()
+	c.cur, c.welcome = s, s.welcome
+	c.mu.Unlock()
 	go c.run(s)
 	return c, nil
 }
@@ -170,6 +184,11 @@ func (c *Client) Close() error {
 	if s != nil {
 		s.conn.close()
 	}
+	c.mu.Lock()
+	if c.cur != nil && c.cur != s {
+		c.cur.conn.close() // a session that came up meanwhile
+	}
+	c.mu.Unlock()
 	<-c.done
 	return nil
 }
@@ -264,20 +283,25 @@ func (c *Client) run(s *session) {
 	}
 }
 
-// up makes s the current session and resends every pending send on it.
+// up makes s the current session and sends every pending send on it, in
+// issue order.
 func (c *Client) up(s *session) {
 	c.mu.Lock()
 	c.cur = s
 	c.welcome = s.welcome
-	resend := make([]*pendingSend, 0, len(c.pending))
+	c.inflight = 0
+	c.limit = int(s.welcome.GetMaxInflightSends())
+	if c.limit <= 0 {
+		c.limit = 256
+	}
+	c.queue = c.queue[:0]
 	for _, p := range c.pending {
-		resend = append(resend, p)
+		p.onWire, p.queued = false, true
+		c.queue = append(c.queue, p)
 	}
-	slices.SortFunc(resend, func(a, b *pendingSend) int { return cmp.Compare(a.order, b.order) })
+	slices.SortFunc(c.queue, func(a, b *pendingSend) int { return cmp.Compare(a.order, b.order) })
 	c.mu.Unlock()
-	for _, p := range resend {
-		c.transmit(s, p)
-	}
+	c.pump(s)
 	c.toReceiver(event{s: s, start: true})
 }
 
@@ -312,12 +336,39 @@ func (c *Client) failPending(err error) {
 		}
 		delete(c.pending, id)
 	}
+	c.queue = nil
 }
 
-func (c *Client) transmit(s *session, p *pendingSend) {
-	if err := s.conn.writeFrame(p.frame, time.Now().Add(10*time.Second)); err != nil {
-		s.conn.close() // the session ends; up() resends on the next one
+// pump writes queued sends on s while there is room on the wire.
+func (c *Client) pump(s *session) {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	for {
+		c.mu.Lock()
+		if c.cur != s || c.inflight >= c.limit || len(c.queue) == 0 {
+			c.mu.Unlock()
+			return
+		}
+		p := c.queue[0]
+		c.queue = c.queue[1:]
+		p.queued, p.onWire = false, true
+		c.inflight++
+		c.mu.Unlock()
+		if err := s.conn.writeFrame(p.frame, time.Now().Add(10*time.Second)); err != nil {
+			s.conn.close() // the session ends; up() sends again on the next one
+			return
+		}
 	}
+}
+
+// requeueLocked puts p back in line (in issue order) for another attempt.
+func (c *Client) requeueLocked(p *pendingSend) {
+	if p.queued || p.onWire || c.pending[p.req.GetClientMsgId()] != p {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(c.queue, p.order, func(q *pendingSend, o uint64) int { return cmp.Compare(q.order, o) })
+	c.queue = slices.Insert(c.queue, i, p)
+	p.queued = true
 }
 
 // session is one connection's lifetime.

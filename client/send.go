@@ -17,10 +17,11 @@ type Result struct {
 
 // Send stores a text message in a conversation and returns once the server
 // answered STORED: the body is durable and every member's inbox holds it.
-// clientMsgID makes the send idempotent: Send retries it (on reconnects and
-// on transient failures) until STORED or REJECTED, and calling Send again
-// with the same id returns the original msg_id and conv_seq. A REJECTED send
-// returns a *wire.Error with the reason's code. Only ctx ends the retrying.
+// clientMsgID makes the send idempotent: the client retries it (on
+// reconnects and on transient failures) until STORED or REJECTED, and
+// calling Send again with the same id returns the original msg_id and
+// conv_seq. A REJECTED send returns a *wire.Error with the reason's code.
+// Only ctx ends the retrying.
 func (c *Client) Send(ctx context.Context, convID int64, clientMsgID, text string) (Result, error) {
 	return c.SendAsync(convID, clientMsgID, text).Wait(ctx)
 }
@@ -32,9 +33,11 @@ type PendingSend struct {
 	err error
 }
 
-// SendAsync writes a send to the connection before it returns (so sends
-// issued one after another reach a conversation in that order) and returns
-// without waiting for the answer. Wait must be called: it drives retries.
+// SendAsync queues a send and returns at once. Sends go on the wire in the
+// order SendAsync was called (so sends to a conversation get conv_seq in that
+// order), at most the server's max_inflight_sends at a time; transient
+// failures are retried by the client, in the background, with the same
+// client_msg_id.
 func (c *Client) SendAsync(convID int64, clientMsgID, text string) *PendingSend {
 	req := &pb.Send{ClientMsgId: clientMsgID, ConvId: convID, Kind: 1, Text: text}
 	frame, err := wire.AppendFrame(nil, req)
@@ -55,71 +58,71 @@ func (c *Client) SendAsync(convID int64, clientMsgID, text string) *PendingSend 
 	c.nextOrd++
 	p.order = c.nextOrd
 	c.pending[clientMsgID] = p
+	c.queue = append(c.queue, p)
+	p.queued = true
 	s := c.cur
 	c.mu.Unlock()
 	if s != nil {
-		c.transmit(s, p)
+		c.pump(s)
 	} // else: up() sends it when the next session starts
 	return &PendingSend{c: c, p: p}
 }
 
-// Wait returns the send's outcome, retrying transient failures with the
-// same client_msg_id until ctx ends.
+// Wait returns the send's outcome. If ctx ends first the send is abandoned
+// (it may still have been stored: send again with the same client_msg_id to
+// learn its msg_id).
 func (ps *PendingSend) Wait(ctx context.Context) (Result, error) {
 	if ps.err != nil {
 		return Result{}, ps.err
 	}
 	c, p := ps.c, ps.p
 	cmid := p.req.GetClientMsgId()
-	defer func() {
-		c.mu.Lock()
-		if c.pending[cmid] == p {
-			delete(c.pending, cmid)
-		}
-		c.mu.Unlock()
-	}()
-	retry := time.Duration(0)
-	for {
-		var res *pb.SendResult
-		select {
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
-		case res = <-p.result:
-		}
+	select {
+	case res := <-p.result:
 		switch res.GetStatus() {
 		case pb.SendStatus_STORED:
 			return Result{ClientMsgID: cmid, MsgID: res.GetMsgId(), ConvSeq: res.GetConvSeq()}, nil
 		case pb.SendStatus_REJECTED:
 			return Result{}, &wire.Error{Code: res.GetCode(), Message: res.GetMessage()}
 		}
-		if c.ctx.Err() != nil {
-			return Result{}, ErrClosed
-		}
-		// FAILED: transient. Retry with the same id after a growing pause.
-		retry = min(max(2*retry, 50*time.Millisecond), 2*time.Second)
-		select {
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
-		case <-time.After(retry):
-		}
+		return Result{}, ErrClosed
+	case <-ctx.Done():
 		c.mu.Lock()
-		s := c.cur
-		c.mu.Unlock()
-		if s != nil {
-			c.transmit(s, p)
+		if c.pending[cmid] == p {
+			delete(c.pending, cmid)
 		}
+		c.mu.Unlock()
+		return Result{}, ctx.Err()
 	}
 }
 
+// onSendResult handles an answer. Final answers go to the waiter;
+// transient failures are retried after a growing pause.
 func (c *Client) onSendResult(s *session, r *pb.SendResult) {
 	c.mu.Lock()
 	p := c.pending[r.GetClientMsgId()]
+	if p == nil || !p.onWire || c.cur != s {
+		c.mu.Unlock()
+		return // an answer to a send answered before, or from an older session
+	}
+	p.onWire = false
+	c.inflight--
+	if r.GetStatus() == pb.SendStatus_STORED || r.GetStatus() == pb.SendStatus_REJECTED {
+		delete(c.pending, r.GetClientMsgId())
+		p.result <- r
+	} else {
+		p.attempts++
+		wait := min(time.Duration(1<<min(p.attempts, 6))*25*time.Millisecond, 2*time.Second)
+		time.AfterFunc(wait, func() {
+			c.mu.Lock()
+			c.requeueLocked(p)
+			cur := c.cur
+			c.mu.Unlock()
+			if cur != nil {
+				c.pump(cur)
+			}
+		})
+	}
 	c.mu.Unlock()
-	if p == nil {
-		return // an answer to a send already answered (a retry's echo)
-	}
-	select {
-	case p.result <- r:
-	default:
-	}
+	c.pump(s)
 }

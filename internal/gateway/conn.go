@@ -260,15 +260,16 @@ func (c *Conn) hello() bool {
 	// The welcome is the first frame; live entries that arrived meanwhile
 	// and the backfill follow it (start).
 	ok = c.enqueue(outItem{msg: &pb.Welcome{
-		Uid:         id.UID,
-		Device:      id.Device,
-		Cursor:      cursor,
-		Epoch:       c.g.epoch,
-		HeartbeatMs: uint32(c.g.opts.Heartbeat / time.Millisecond),
-		MaxFrame:    uint32(c.g.opts.MaxFrame),
-		Server:      "inboxd/" + c.g.opts.ID,
-		Pending:     pending,
-		PageSize:    uint32(sess.prof.pageSize),
+		Uid:              id.UID,
+		Device:           id.Device,
+		Cursor:           cursor,
+		Epoch:            c.g.epoch,
+		HeartbeatMs:      uint32(c.g.opts.Heartbeat / time.Millisecond),
+		MaxFrame:         uint32(c.g.opts.MaxFrame),
+		Server:           "inboxd/" + c.g.opts.ID,
+		Pending:          pending,
+		PageSize:         uint32(sess.prof.pageSize),
+		MaxInflightSends: uint32(c.g.opts.MaxInflightSends),
 	}})
 	if c.isClosed() {
 		sess.close() // closed while the session opened

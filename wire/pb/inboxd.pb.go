@@ -468,18 +468,19 @@ func (x *Ping) GetNonce() uint64 {
 }
 
 type Welcome struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Uid           int64                  `protobuf:"varint,1,opt,name=uid,proto3" json:"uid,omitempty"`
-	Device        string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
-	Cursor        uint64                 `protobuf:"varint,3,opt,name=cursor,proto3" json:"cursor,omitempty"`                              // the device's confirmed inbox sequence
-	Epoch         uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`                                // changes when the server-side session is rebuilt
-	HeartbeatMs   uint32                 `protobuf:"varint,5,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"` // ping at least this often; silence for 3 × this closes
-	MaxFrame      uint32                 `protobuf:"varint,6,opt,name=max_frame,json=maxFrame,proto3" json:"max_frame,omitempty"`          // largest frame the server accepts, bytes
-	Server        string                 `protobuf:"bytes,7,opt,name=server,proto3" json:"server,omitempty"`                               // server name/version
-	Pending       uint64                 `protobuf:"varint,8,opt,name=pending,proto3" json:"pending,omitempty"`                            // inbox entries after the cursor at login
-	PageSize      uint32                 `protobuf:"varint,9,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`          // messages per backfill batch for this device kind
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Uid              int64                  `protobuf:"varint,1,opt,name=uid,proto3" json:"uid,omitempty"`
+	Device           string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
+	Cursor           uint64                 `protobuf:"varint,3,opt,name=cursor,proto3" json:"cursor,omitempty"`                                                // the device's confirmed inbox sequence
+	Epoch            uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`                                                  // changes when the server-side session is rebuilt
+	HeartbeatMs      uint32                 `protobuf:"varint,5,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`                   // ping at least this often; silence for 3 × this closes
+	MaxFrame         uint32                 `protobuf:"varint,6,opt,name=max_frame,json=maxFrame,proto3" json:"max_frame,omitempty"`                            // largest frame the server accepts, bytes
+	Server           string                 `protobuf:"bytes,7,opt,name=server,proto3" json:"server,omitempty"`                                                 // server name/version
+	Pending          uint64                 `protobuf:"varint,8,opt,name=pending,proto3" json:"pending,omitempty"`                                              // inbox entries after the cursor at login
+	PageSize         uint32                 `protobuf:"varint,9,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`                            // messages per backfill batch for this device kind
+	MaxInflightSends uint32                 `protobuf:"varint,10,opt,name=max_inflight_sends,json=maxInflightSends,proto3" json:"max_inflight_sends,omitempty"` // sends awaiting a result at once; more get RATE_LIMITED
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -571,6 +572,13 @@ func (x *Welcome) GetPending() uint64 {
 func (x *Welcome) GetPageSize() uint32 {
 	if x != nil {
 		return x.PageSize
+	}
+	return 0
+}
+
+func (x *Welcome) GetMaxInflightSends() uint32 {
+	if x != nil {
+		return x.MaxInflightSends
 	}
 	return 0
 }
@@ -1145,7 +1153,7 @@ const file_inboxd_proto_rawDesc = "" +
 	"\tbatch_ids\x18\x01 \x03(\x04R\bbatchIds\x12\x12\n" +
 	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\"\x1c\n" +
 	"\x04Ping\x12\x14\n" +
-	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\xf0\x01\n" +
+	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\x9e\x02\n" +
 	"\aWelcome\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\x03R\x03uid\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x16\n" +
@@ -1155,7 +1163,9 @@ const file_inboxd_proto_rawDesc = "" +
 	"\tmax_frame\x18\x06 \x01(\rR\bmaxFrame\x12\x16\n" +
 	"\x06server\x18\a \x01(\tR\x06server\x12\x18\n" +
 	"\apending\x18\b \x01(\x04R\apending\x12\x1b\n" +
-	"\tpage_size\x18\t \x01(\rR\bpageSize\"\xd5\x01\n" +
+	"\tpage_size\x18\t \x01(\rR\bpageSize\x12,\n" +
+	"\x12max_inflight_sends\x18\n" +
+	" \x01(\rR\x10maxInflightSends\"\xd5\x01\n" +
 	"\n" +
 	"SendResult\x12\"\n" +
 	"\rclient_msg_id\x18\x01 \x01(\tR\vclientMsgId\x12\x15\n" +
