@@ -37,6 +37,7 @@ type Handler func(Message) error
 // confirms batches once every message of them was handled.
 type receiver struct {
 	c       *Client
+	stats   Stats // guarded by c.mu
 	in      chan event
 	seen    *idSet
 	convs   map[int64]*convBuf
@@ -143,6 +144,13 @@ func (r *receiver) handle(ev event) {
 			lane = "live"
 		}
 		now := time.Now()
+		r.c.mu.Lock()
+		if b.GetLane() == pb.Lane_LIVE {
+			r.stats.LiveReceived += len(b.GetMessages())
+		} else {
+			r.stats.BackfillReceived += len(b.GetMessages())
+		}
+		r.c.mu.Unlock()
 		for _, pm := range b.GetMessages() {
 			m := Message{Seq: pm.GetSeq(), MsgID: pm.GetMsgId(), ConvID: pm.GetConvId(), ConvSeq: pm.GetConvSeq(),
 				SenderUID: pm.GetSenderUid(), Kind: pm.GetKind(), Text: pm.GetText(),
@@ -178,6 +186,9 @@ func (r *receiver) release() {
 		for len(cb.pending) > 0 {
 			p := cb.pending[0]
 			if r.seen.has(p.m.MsgID) {
+				r.c.mu.Lock()
+				r.stats.Duplicates++
+				r.c.mu.Unlock()
 				r.done(p) // the application has it: confirm it again
 				cb.pending = cb.pending[1:]
 				continue
@@ -194,6 +205,9 @@ func (r *receiver) release() {
 				return
 			}
 			r.seen.add(p.m.MsgID)
+			r.c.mu.Lock()
+			r.stats.Handled++
+			r.c.mu.Unlock()
 			cb.hwm = max(cb.hwm, p.m.ConvSeq)
 			r.done(p)
 			cb.pending = cb.pending[1:]
@@ -283,4 +297,22 @@ func (s *idSet) add(id int64) {
 		s.next = (s.next + 1) % len(s.ring)
 	}
 	s.m[id] = struct{}{}
+}
+
+// Stats counts what reached the client.
+type Stats struct {
+	LiveReceived     int // messages that arrived on the live lane
+	BackfillReceived int // messages that arrived on the backfill lane
+	Duplicates       int // messages dropped because their msg_id was handed over before
+	Handled          int // messages the handler took
+}
+
+// Stats returns the client's counters (zero without a Handler).
+func (c *Client) Stats() Stats {
+	if c.recv == nil {
+		return Stats{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recv.stats
 }

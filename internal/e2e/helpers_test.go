@@ -2,6 +2,10 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,4 +52,26 @@ func count(t *testing.T, n *node.Node, sql string, args ...any) int {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// metric reads a counter or gauge of the node from its /metrics endpoint.
+func metric(t testing.TB, n *node.Node, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + n.Ops.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("metric %s not exported", name)
+	return 0
 }

@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/ids"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/internal/testenv/testnode"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// The receiver's connection goes half-open (no bytes, no FIN) while messages
+// keep coming: the gateway notices within a few heartbeats, nothing is lost,
+// and everything arrives once the device reconnects.
+func TestHalfOpenConnectionDetectedNothingLost(t *testing.T) {
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.Heartbeat = time.Second
+	n := testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	conv := createConv(t, n, false, 1, 2)
+	proxy := testenv.StartProxy(t, n.Gateway.TCPAddr())
+
+	d := connectDevice(t, n, 2, "phone", deviceOpts{url: "tcp://" + proxy.Addr()})
+	first := sendN(t, n, 1, conv, 10, "before")
+	d.waitFor(10, 20*time.Second)
+
+	proxy.Blackhole(true)
+	cut := time.Now()
+	during := sendN(t, n, 1, conv, 50, "during")
+	// The gateway closes the silent connection after 3 heartbeats of
+	// silence (the client's reconnect attempts through the dead path are
+	// new connections; they never get past hello).
+	deadline := time.Now().Add(20 * time.Second)
+	for metric(t, n, "inboxd_gateway_timeouts_total") < 1 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if metric(t, n, "inboxd_gateway_timeouts_total") < 1 {
+		t.Fatalf("the half-open connection is still open %s after the cut", time.Since(cut).Round(time.Millisecond))
+	}
+	detected := time.Since(cut)
+	t.Logf("half-open connection closed by the gateway after %s (heartbeat 1s)", detected.Round(time.Millisecond))
+
+	// The client notices too (it hears nothing) and reconnects once the
+	// path works again.
+	proxy.Blackhole(false)
+	all := append(first, during...)
+	d.waitFor(60, 30*time.Second)
+	checkOrderedOnce(t, d.quiet(300*time.Millisecond), all)
+}
+
+// A message sent while a 50,000-message backlog drains reaches the device on
+// the live lane long before the backlog is through, and only once.
+func TestLiveMessageOvertakesBackfill(t *testing.T) {
+	n := testnode.AllInOne(t)
+	backlogConv := createConv(t, n, false, 1, 2)
+	liveConv := createConv(t, n, false, 3, 2)
+	const backlog = 50000
+	sendN(t, n, 1, backlogConv, backlog, "bl")
+
+	d := connectDevice(t, n, 2, "desktop", deviceOpts{})
+	d.waitFor(1, 60*time.Second) // the drain has started
+	live := sendN(t, n, 3, liveConv, 1, "live")[0]
+
+	var at int // backfill messages the device had when the live one arrived
+	deadline := time.Now().Add(120 * time.Second)
+	for at == 0 && time.Now().Before(deadline) {
+		for i, m := range d.messages() {
+			if m.MsgID == live {
+				if m.Lane != "live" {
+					t.Fatalf("the new message came on the %s lane", m.Lane)
+				}
+				at = i
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if at == 0 {
+		t.Fatal("the live message never arrived")
+	}
+	all := d.waitFor(backlog+1, 180*time.Second)
+	t.Logf("the live message arrived after %d of %d backlog messages", at, backlog)
+	if at > backlog/2 {
+		t.Fatalf("the live message waited for %d of %d backlog messages", at, backlog)
+	}
+	all = d.quiet(500 * time.Millisecond)
+	seen := 0
+	for _, m := range all {
+		if m.MsgID == live {
+			seen++
+		}
+	}
+	if seen != 1 || len(all) != backlog+1 {
+		t.Fatalf("live message handed over %d times; %d messages in all", seen, len(all))
+	}
+	// On the wire too: nothing reached the device twice (the backfill
+	// skipped the entry that had gone live).
+	st := d.c.Stats()
+	if st.Duplicates != 0 || st.LiveReceived+st.BackfillReceived != backlog+1 {
+		t.Fatalf("wire: %+v, want %d messages and no duplicates", st, backlog+1)
+	}
+}
+
+// A device's consumer is reaped while the device is away; its next login
+// recreates it from the Postgres mirror and nothing is skipped.
+func TestReapedConsumerRecreatedFromMirror(t *testing.T) {
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.DeviceReap = time.Second
+	n := testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	conv := createConv(t, n, false, 1, 2)
+	before := sendN(t, n, 1, conv, 100, "r1")
+	d := connectDevice(t, n, 2, "phone", deviceOpts{})
+	d.waitFor(100, 30*time.Second)
+	time.Sleep(1500 * time.Millisecond) // acks in, mirror flushed (every second)
+	d.close()
+
+	js, _ := jetstream.New(n.NC)
+	stream := streams.InboxStream(ids.Partition(2, cfg.Layout.InboxPartitions))
+	name := streams.DeviceConsumer(2, "phone")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := js.Consumer(context.Background(), stream, name)
+		if err == jetstream.ErrConsumerNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer %s not reaped: %v", name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	after := sendN(t, n, 1, conv, 100, "r2")
+	d2 := connectDevice(t, n, 2, "phone", deviceOpts{})
+	got := d2.waitFor(100, 30*time.Second)
+	checkOrderedOnce(t, d2.quiet(500*time.Millisecond), after)
+	if got[0].Seq <= d.messages()[99].Seq {
+		t.Fatalf("recreated cursor repeated seq %d (mirror at %d)", got[0].Seq, d.messages()[99].Seq)
+	}
+	_ = before
+	if metric(t, n, "inboxd_gateway_consumers_recreated_total") < 1 {
+		t.Fatal("no consumer was recreated")
+	}
+}
+
+// The same device logs in again (app restarted elsewhere): the old
+// connection is told SESSION_REPLACED and closed, the new one carries on.
+func TestSecondLoginReplacesFirst(t *testing.T) {
+	n := testnode.AllInOne(t)
+	conv := createConv(t, n, false, 1, 2)
+	c1 := dialRaw(t, n.Gateway.TCPAddr())
+	c1.hello(2) // device "raw"
+	ids := sendN(t, n, 1, conv, 5, "rep")
+	d := connectDevice(t, n, 2, "raw", deviceOpts{})
+	// The old connection gets its live copies, then the replacement notice.
+	for {
+		m := c1.read()
+		if m == nil {
+			t.Fatal("old connection closed without SESSION_REPLACED")
+		}
+		if e, ok := m.(*pb.Error); ok {
+			if e.Code != pb.ErrorCode_SESSION_REPLACED || !e.Fatal {
+				t.Fatalf("old connection got error %v", e)
+			}
+			break
+		}
+	}
+	if m := c1.read(); m != nil {
+		t.Fatalf("old connection still open: %v", m)
+	}
+	d.waitFor(5, 20*time.Second)
+	checkOrderedOnce(t, d.quiet(300*time.Millisecond), ids)
+}

@@ -1,0 +1,90 @@
+package testenv
+
+import (
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Proxy is a TCP proxy for fault tests: it forwards connections to a target
+// and can turn them into half-open ones (bytes stop flowing both ways, no
+// FIN, no RST), as a NAT that forgot the mapping or a dead peer would.
+type Proxy struct {
+	ln     net.Listener
+	target string
+	black  atomic.Bool
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+// StartProxy forwards a free local port to target until the test ends.
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, target: target}
+	go p.accept()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Addr is the proxy's listening address.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Blackhole makes every current and future connection silent: nothing is
+// forwarded, nothing is closed.
+func (p *Proxy) Blackhole(on bool) { p.black.Store(on) }
+
+// Close closes the listener and every connection.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+func (p *Proxy) accept() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		go p.pipe(in, out)
+		go p.pipe(out, in)
+	}
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.black.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				return
+			}
+			if tc, ok := dst.(*net.TCPConn); ok {
+				_ = tc.CloseWrite()
+			}
+			return
+		}
+	}
+}
