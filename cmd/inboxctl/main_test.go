@@ -90,3 +90,57 @@ func TestCLIContract(t *testing.T) {
 		t.Fatalf("non-member: exit %d, %v", code, bad)
 	}
 }
+
+// inboxctl sync prints what the client package hands over and confirms it;
+// --max confirms only what it printed; --no-ack confirms nothing.
+func TestSyncContract(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "inboxctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	n := testnode.AllInOne(t)
+	common := []string{"--nats", n.NC.ConnectedUrl(), "--url", n.Gateway.WSURL(), "--secret", testenv.Secret}
+	run := func(args ...string) []map[string]any {
+		t.Helper()
+		out, err := exec.Command(bin, append(args, common...)...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		var lines []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if l == "" {
+				continue
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("%q is not JSON", l)
+			}
+			lines = append(lines, m)
+		}
+		return lines
+	}
+	conv := strconv.FormatInt(int64(run("conv", "create", "--members", "1,2")[0]["conv_id"].(float64)), 10)
+	run("send", "--uid", "1", "--device", "a", "--conv", conv, "--text", "hi", "--count", "10", "--client-msg-id", "s")
+
+	none := run("sync", "--uid", "2", "--device", "d", "--idle", "1s", "--no-ack")
+	if len(none) != 10 {
+		t.Fatalf("--no-ack printed %d lines, want 10", len(none))
+	}
+	first := run("sync", "--uid", "2", "--device", "d", "--idle", "1s", "--max", "4")
+	if len(first) != 4 {
+		t.Fatalf("--max 4 printed %d lines", len(first))
+	}
+	for i, l := range first {
+		if len(l) != 7 || l["conv_seq"].(float64) != float64(i+1) || l["sender_uid"].(float64) != 1 ||
+			l["lane"] != "backfill" || l["text"] != "hi #"+strconv.Itoa(i+1) || l["seq"] == nil || l["msg_id"] == nil || l["conv_id"] == nil {
+			t.Fatalf("line %d: %v", i, l)
+		}
+	}
+	rest := run("sync", "--uid", "2", "--device", "d", "--idle", "1s")
+	if len(rest) != 6 || rest[0]["conv_seq"].(float64) != 5 {
+		t.Fatalf("after --max 4 the next sync printed %v", rest)
+	}
+	if again := run("sync", "--uid", "2", "--device", "d", "--idle", "500ms"); len(again) != 0 {
+		t.Fatalf("a confirmed inbox printed %d lines again", len(again))
+	}
+}

@@ -45,7 +45,7 @@ func dial(t *testing.T, n *node.Node, transport string, uid int64, device string
 	return c
 }
 
-func count(t *testing.T, n *node.Node, sql string, args ...any) int {
+func count(t testing.TB, n *node.Node, sql string, args ...any) int {
 	t.Helper()
 	var c int
 	if err := n.Store.Pool.QueryRow(context.Background(), sql, args...).Scan(&c); err != nil {
@@ -74,4 +74,20 @@ func metric(t testing.TB, n *node.Node, name string) float64 {
 	}
 	t.Fatalf("metric %s not exported", name)
 	return 0
+}
+
+// waitArchived waits until the archiver copied at least n inbox entries.
+func waitArchived(t testing.TB, n *node.Node, entries int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := count(t, n, `SELECT count(*) FROM inbox_archive`)
+		if got >= entries {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("archive holds %d of %d entries", got, entries)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
 )
 
@@ -92,4 +94,28 @@ func TestTwoDevicesReceiveEverythingIndependently(t *testing.T) {
 	phone.waitFor(300, 30*time.Second)
 	checkOrderedOnce(t, phone.quiet(300*time.Millisecond), all)
 	checkOrderedOnce(t, desk.quiet(300*time.Millisecond), all)
+}
+
+// A device far behind (its cursor more than TailScan entries back) is served
+// from the Postgres archive first, then from the consumer's tail, with live
+// messages arriving meanwhile: everything once, in order.
+func TestCatchUpFromArchiveThenTail(t *testing.T) {
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.TailScan = 100
+	n := testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	conv := createConv(t, n, false, 1, 2)
+	other := createConv(t, n, true, 1, 3, 4) // traffic uid 2 does not see
+	ids := sendN(t, n, 1, conv, 1500, "arch")
+	sendN(t, n, 1, other, 500, "noise")
+	waitArchived(t, n, 1500*2+500*3) // every entry of both conversations
+
+	d := connectDevice(t, n, 2, "old-laptop", deviceOpts{kind: "mobile"})
+	d.waitFor(200, 30*time.Second)
+	late := sendN(t, n, 1, conv, 100, "late") // while the catch-up runs
+	all := append(append([]int64{}, ids...), late...)
+	d.waitFor(len(all), 60*time.Second)
+	checkOrderedOnce(t, d.quiet(300*time.Millisecond), all)
+	if metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`) < 1 {
+		t.Fatal("no page came from the archive")
+	}
 }

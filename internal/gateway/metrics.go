@@ -23,6 +23,7 @@ type metrics struct {
 	liveMessages       prometheus.Counter
 	liveDeferred       prometheus.Counter
 	badAcks            prometheus.Counter
+	pages              *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -75,6 +76,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_gateway_live_deferred_total",
 			Help: "Live entries left to the backfill because the device had too many unconfirmed messages.",
 		}),
+		pages: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_backfill_pages_total", Help: "Backfill pages read, by source: archive (Postgres index) or tail (JetStream consumer).",
+		}, []string{"source"}),
 		badAcks: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_bad_acks_total", Help: "Acks naming batches or messages not awaiting confirmation.",
 		}),

@@ -482,6 +482,7 @@ func (s *session) archivePage(ctx context.Context, covered uint64, info partInfo
 		putPage(pg)
 		return false, err
 	}
+	s.g.metrics.pages.WithLabelValues("archive").Inc()
 	upTo := info.archived
 	if len(pg.msgs) == n {
 		upTo = pg.msgs[n-1].Seq
@@ -548,6 +549,7 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 		putPage(pg)
 		return false, nil
 	}
+	s.g.metrics.pages.WithLabelValues("tail").Inc()
 	s.mu.Lock()
 	covered := s.covered
 	s.tailMsgs = append(s.tailMsgs, delivered...)
