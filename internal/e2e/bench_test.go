@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inboxd/inboxd/client"
+	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
@@ -118,4 +119,84 @@ func BenchmarkRawInboxPublish(b *testing.B) {
 	}
 	<-js.PublishAsyncComplete()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "entries/s")
+}
+
+// BenchmarkCatchUpScale measures how long a device with a 200-message
+// backlog takes to drain (connect to the 200th message handed over) when
+// the INBOX streams hold 100k and 2M entries in total, the device's
+// messages spread evenly through them. "archive" is inboxd's catch-up
+// (older ranges from the Postgres (uid, seq) index, the consumer only for
+// the recent tail); "consumer" forces a pure filtered-consumer catch-up
+// (TailScan above the stream size), which scans everyone's entries.
+// Run: go test -run '^$' -bench CatchUpScale -benchtime 5x -timeout 30m ./internal/e2e/
+func BenchmarkCatchUpScale(b *testing.B) {
+	for _, total := range []int{100_000, 2_000_000} {
+		for _, mode := range []string{"archive", "consumer"} {
+			b.Run(fmt.Sprintf("%dk/%s", total/1000, mode), func(b *testing.B) { benchCatchUp(b, total, mode) })
+		}
+	}
+}
+
+func benchCatchUp(b *testing.B, total int, mode string) {
+	cfg := testnode.Config(b, testenv.Database(b))
+	cfg.Layout = streams.DefaultLayout // 16 partitions, as installed by default
+	if mode == "consumer" {
+		cfg.TailScan = 1 << 30
+	}
+	n := testnode.StartNode(b, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	const backlog, group = 200, 100
+	direct := createConv(b, n, false, 1, 2)
+	var groups []int64
+	for g := 0; g < 20; g++ {
+		members := make([]int64, group)
+		members[0] = 9999 // the background sender is in every group
+		for i := 1; i < group; i++ {
+			members[i] = int64(10000 + g*group + i)
+		}
+		groups = append(groups, createConv(b, n, true, members...))
+	}
+	// Interleave: after every slice of background traffic, one message to uid 2.
+	bgMsgs := (total - 2*backlog) / group
+	per := bgMsgs / backlog
+	sender, err := client.Dial(context.Background(), client.Options{URL: "tcp://" + n.Gateway.TCPAddr(), Token: testenv.Token(b, 9999, "bg")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sender.Close()
+	direct1, err := client.Dial(context.Background(), client.Options{URL: "tcp://" + n.Gateway.TCPAddr(), Token: testenv.Token(b, 1, "d")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer direct1.Close()
+	var window []*client.PendingSend
+	wait := func(k int) {
+		for len(window) > k {
+			if _, err := window[0].Wait(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			window = window[1:]
+		}
+	}
+	for i := 0; i < backlog; i++ {
+		for j := 0; j < per; j++ {
+			wait(511)
+			window = append(window, sender.SendAsync(groups[j%len(groups)], fmt.Sprintf("bg-%d-%d", i, j), "background"))
+		}
+		wait(0)
+		if _, err := direct1.Send(context.Background(), direct, fmt.Sprintf("d-%d", i), "for uid 2"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitArchived(b, n, per*backlog*group+2*backlog)
+	b.ResetTimer()
+	var sum time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		d := connectDevice(b, n, 2, fmt.Sprintf("fresh-%d", i), deviceOpts{})
+		d.waitFor(backlog, 5*time.Minute)
+		sum += time.Since(start)
+		d.close()
+	}
+	b.ReportMetric(float64(sum.Microseconds())/1000/float64(b.N), "drain-ms")
+	b.ReportMetric(metric(b, n, `inboxd_gateway_backfill_pages_total{source="archive"}`)/float64(b.N), "archive-pages/op")
 }
