@@ -27,7 +27,7 @@ var layout = streams.Layout{InboxPartitions: 4, SendPartitions: 2}
 // rig is a fanout on a real NATS server and a real database, fed by
 // publishing SEND records the way a gateway does.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	nats    *testenv.NATS
 	nc      *nats.Conn
 	js      jetstream.JetStream
@@ -38,9 +38,9 @@ type rig struct {
 	done    chan struct{}
 }
 
-func newRig(t *testing.T, opts Options, hook func() error) *rig {
+func newRig(t testing.TB, opts Options, hook func() error) *rig {
 	t.Helper()
-	r := &rig{t: t, nats: testenv.StartNATS(t), st: testenv.Store(t), results: make(chan *pb.SendResult, 1000)}
+	r := &rig{t: t, nats: testenv.StartNATS(t), st: testenv.Store(t), results: make(chan *pb.SendResult, 1<<20)}
 	var err error
 	r.nc, err = natsconn.Connect(r.nats.URL(), "fanout-test", testenv.Logger(t))
 	if err != nil {
@@ -89,6 +89,20 @@ func (r *rig) send(uid, conv int64, cmid, text, msgID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := r.js.PublishMsg(ctx, m); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// sendAsync is send without waiting for JetStream's ack.
+func (r *rig) sendAsync(uid, conv int64, cmid, text, msgID string) {
+	r.t.Helper()
+	b, _ := proto.Marshal(&pb.SendRecord{SenderUid: uid, SenderDevice: "d", ClientMsgId: cmid, ConvId: conv, Kind: 1, Text: text})
+	m := &nats.Msg{
+		Subject: streams.SendSubject(ids.Partition(conv, layout.SendPartitions), conv),
+		Data:    b,
+		Header:  nats.Header{jetstream.MsgIDHeader: {msgID}, streams.HeaderReply: {"test.results"}},
+	}
+	if _, err := r.js.PublishMsgAsync(m); err != nil {
 		r.t.Fatal(err)
 	}
 }
