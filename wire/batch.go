@@ -19,6 +19,10 @@ type Message struct {
 	Kind        uint32
 	Text        string
 	CreatedAtMs int64
+	// Events (msg_id 0): the Event fields; ConvID is the event's conversation.
+	EventType uint32
+	EventUpTo int64
+	EventPeer int64
 }
 
 // Field numbers of pb.Message and pb.Batch (wire/pb/inboxd.proto).
@@ -31,6 +35,12 @@ const (
 	fMsgKind      = 6
 	fMsgText      = 7
 	fMsgCreatedAt = 8
+	fMsgEvent     = 9
+
+	fEvType = 1
+	fEvConv = 2
+	fEvUpTo = 3
+	fEvPeer = 4
 
 	fBatchLane     = 1
 	fBatchMessages = 2
@@ -65,7 +75,15 @@ func (m *Message) Size() int {
 	if len(m.Text) > 0 {
 		n += protowire.SizeTag(fMsgText) + protowire.SizeBytes(len(m.Text))
 	}
+	if m.EventType != 0 {
+		n += protowire.SizeTag(fMsgEvent) + protowire.SizeBytes(m.eventSize())
+	}
 	return n
+}
+
+func (m *Message) eventSize() int {
+	return sizeVarintField(fEvType, uint64(m.EventType)) + sizeVarintField(fEvConv, uint64(m.ConvID)) +
+		sizeVarintField(fEvUpTo, uint64(m.EventUpTo)) + sizeVarintField(fEvPeer, uint64(m.EventPeer))
 }
 
 // AppendMessage appends the encoding of m (a pb.Message body) to b.
@@ -80,7 +98,16 @@ func AppendMessage(b []byte, m *Message) []byte {
 		b = protowire.AppendTag(b, fMsgText, protowire.BytesType)
 		b = protowire.AppendString(b, m.Text)
 	}
-	return appendVarintField(b, fMsgCreatedAt, uint64(m.CreatedAtMs))
+	b = appendVarintField(b, fMsgCreatedAt, uint64(m.CreatedAtMs))
+	if m.EventType != 0 {
+		b = protowire.AppendTag(b, fMsgEvent, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(m.eventSize()))
+		b = appendVarintField(b, fEvType, uint64(m.EventType))
+		b = appendVarintField(b, fEvConv, uint64(m.ConvID))
+		b = appendVarintField(b, fEvUpTo, uint64(m.EventUpTo))
+		b = appendVarintField(b, fEvPeer, uint64(m.EventPeer))
+	}
+	return b
 }
 
 // BatchHeader holds the scalar fields of a Batch frame.
@@ -159,4 +186,54 @@ func PeekSeq(b []byte) (uint64, bool) {
 		b = b[n:]
 	}
 	return 0, false
+}
+
+// Entry is what the gateway needs to know of a live entry without decoding
+// it into objects: its inbox seq, conversation, position and sender.
+type Entry struct {
+	Seq       uint64
+	ConvID    int64
+	ConvSeq   int64
+	SenderUID int64
+	Event     bool
+}
+
+// PeekEntry reads the routing fields of an encoded pb.Message body.
+func PeekEntry(b []byte) (Entry, bool) {
+	var e Entry
+	seen := false
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return e, false
+		}
+		b = b[n:]
+		if typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return e, false
+			}
+			b = b[n:]
+			switch num {
+			case fMsgSeq:
+				e.Seq, seen = v, true
+			case fMsgConvID:
+				e.ConvID = int64(v)
+			case fMsgConvSeq:
+				e.ConvSeq = int64(v)
+			case fMsgSender:
+				e.SenderUID = int64(v)
+			}
+			continue
+		}
+		if num == fMsgEvent {
+			e.Event = true
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return e, false
+		}
+		b = b[n:]
+	}
+	return e, seen
 }

@@ -20,6 +20,7 @@ func sampleMessages(n int) []Message {
 func TestAppendBatchFrameMatchesGeneratedCode(t *testing.T) {
 	msgs := sampleMessages(3)
 	msgs[1].Text = "" // zero values are omitted, as protobuf does
+	msgs[2] = Message{Seq: 1003, ConvID: 42, EventType: uint32(pb.EventType_READ), EventUpTo: 17, EventPeer: 9, CreatedAtMs: 5}
 	raw, _ := proto.Marshal(&pb.Message{Seq: 5000, MsgId: 9, ConvId: 1, ConvSeq: 3, SenderUid: 2, Kind: 1, Text: "live"})
 	h := &BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: 77, HasMore: true}
 	frame := AppendBatchFrame(nil, h, msgs, [][]byte{raw})
@@ -33,8 +34,12 @@ func TestAppendBatchFrameMatchesGeneratedCode(t *testing.T) {
 	got := m.(*pb.Batch)
 	want := &pb.Batch{Lane: pb.Lane_BACKFILL, BatchId: 77, HasMore: true}
 	for _, x := range msgs {
-		want.Messages = append(want.Messages, &pb.Message{Seq: x.Seq, MsgId: x.MsgID, ConvId: x.ConvID, ConvSeq: x.ConvSeq,
-			SenderUid: x.SenderUID, Kind: x.Kind, Text: x.Text, CreatedAtMs: x.CreatedAtMs})
+		pm := &pb.Message{Seq: x.Seq, MsgId: x.MsgID, ConvId: x.ConvID, ConvSeq: x.ConvSeq,
+			SenderUid: x.SenderUID, Kind: x.Kind, Text: x.Text, CreatedAtMs: x.CreatedAtMs}
+		if x.EventType != 0 {
+			pm.Event = &pb.Event{Type: pb.EventType(x.EventType), ConvId: x.ConvID, UpToConvSeq: x.EventUpTo, PeerUid: x.EventPeer}
+		}
+		want.Messages = append(want.Messages, pm)
 	}
 	want.Messages = append(want.Messages, &pb.Message{Seq: 5000, MsgId: 9, ConvId: 1, ConvSeq: 3, SenderUid: 2, Kind: 1, Text: "live"})
 	if !proto.Equal(got, want) {
@@ -42,6 +47,13 @@ func TestAppendBatchFrameMatchesGeneratedCode(t *testing.T) {
 	}
 	if s, ok := PeekSeq(raw); !ok || s != 5000 {
 		t.Fatalf("PeekSeq = %d %v", s, ok)
+	}
+	if e, ok := PeekEntry(raw); !ok || e != (Entry{Seq: 5000, ConvID: 1, ConvSeq: 3, SenderUID: 2}) {
+		t.Fatalf("PeekEntry = %+v %v", e, ok)
+	}
+	ev := AppendMessage(nil, &msgs[2])
+	if e, ok := PeekEntry(ev); !ok || !e.Event || e.Seq != 1003 {
+		t.Fatalf("PeekEntry(event) = %+v %v", e, ok)
 	}
 }
 

@@ -29,25 +29,37 @@ type FrameType uint8
 
 // Client → server frames.
 const (
-	TypeHello FrameType = 1
-	TypeSend  FrameType = 2
-	TypeAck   FrameType = 3
-	TypePing  FrameType = 4
+	TypeHello          FrameType = 1
+	TypeSend           FrameType = 2
+	TypeAck            FrameType = 3
+	TypePing           FrameType = 4
+	TypeSummaryRequest FrameType = 5
+	TypePull           FrameType = 6
+	TypeRead           FrameType = 7
+	TypeAckRange       FrameType = 8
+	TypeReadCount      FrameType = 9
 )
 
 // Server → client frames.
 const (
-	TypeWelcome    FrameType = 64
-	TypeSendResult FrameType = 65
-	TypeBatch      FrameType = 66
-	TypeError      FrameType = 67
-	TypePong       FrameType = 68
+	TypeWelcome         FrameType = 64
+	TypeSendResult      FrameType = 65
+	TypeBatch           FrameType = 66
+	TypeError           FrameType = 67
+	TypePong            FrameType = 68
+	TypeSummary         FrameType = 69
+	TypePullResult      FrameType = 70
+	TypeReadResult      FrameType = 71
+	TypeReadCountResult FrameType = 72
 )
 
 var typeNames = map[FrameType]string{
 	TypeHello: "hello", TypeSend: "send", TypeAck: "ack", TypePing: "ping",
 	TypeWelcome: "welcome", TypeSendResult: "send_result", TypeBatch: "batch",
 	TypeError: "error", TypePong: "pong",
+	TypeSummaryRequest: "summary_request", TypePull: "pull", TypeRead: "read", TypeAckRange: "ack_range",
+	TypeReadCount: "read_count", TypeSummary: "summary", TypePullResult: "pull_result",
+	TypeReadResult: "read_result", TypeReadCountResult: "read_count_result",
 }
 
 var typesByName = func() map[string]FrameType {
@@ -95,6 +107,24 @@ func NewBody(t FrameType) (proto.Message, error) {
 		return new(pb.Error), nil
 	case TypePong:
 		return new(pb.Pong), nil
+	case TypeSummaryRequest:
+		return new(pb.SummaryRequest), nil
+	case TypePull:
+		return new(pb.Pull), nil
+	case TypeRead:
+		return new(pb.Read), nil
+	case TypeAckRange:
+		return new(pb.AckRange), nil
+	case TypeReadCount:
+		return new(pb.ReadCount), nil
+	case TypeSummary:
+		return new(pb.Summary), nil
+	case TypePullResult:
+		return new(pb.PullResult), nil
+	case TypeReadResult:
+		return new(pb.ReadResult), nil
+	case TypeReadCountResult:
+		return new(pb.ReadCountResult), nil
 	}
 	return nil, Errorf(pb.ErrorCode_UNKNOWN_TYPE, "unknown frame type %d", uint8(t))
 }
@@ -120,6 +150,24 @@ func TypeOf(m proto.Message) (FrameType, error) {
 		return TypeError, nil
 	case *pb.Pong:
 		return TypePong, nil
+	case *pb.SummaryRequest:
+		return TypeSummaryRequest, nil
+	case *pb.Pull:
+		return TypePull, nil
+	case *pb.Read:
+		return TypeRead, nil
+	case *pb.AckRange:
+		return TypeAckRange, nil
+	case *pb.ReadCount:
+		return TypeReadCount, nil
+	case *pb.Summary:
+		return TypeSummary, nil
+	case *pb.PullResult:
+		return TypePullResult, nil
+	case *pb.ReadResult:
+		return TypeReadResult, nil
+	case *pb.ReadCountResult:
+		return TypeReadCountResult, nil
 	}
 	return 0, fmt.Errorf("wire: %T is not a frame body", m)
 }

@@ -178,5 +178,10 @@ func decodeEntry(subject string, data []byte) (store.ArchivedEntry, bool) {
 	if err := proto.Unmarshal(data, &e); err != nil {
 		return store.ArchivedEntry{}, false
 	}
-	return store.ArchivedEntry{UID: uid, MsgID: e.GetMsgId(), ConvID: e.GetConvId(), ConvSeq: e.GetConvSeq(), Kind: int16(e.GetKind())}, true
+	a := store.ArchivedEntry{UID: uid, MsgID: e.GetMsgId(), ConvID: e.GetConvId(), ConvSeq: e.GetConvSeq(), Kind: int16(e.GetKind())}
+	if ev := e.GetEvent(); ev != nil {
+		// An event's position (up_to_conv_seq) is kept in conv_seq.
+		a.Event, a.ConvID, a.ConvSeq, a.Peer = int16(ev.GetType()), ev.GetConvId(), ev.GetUpToConvSeq(), ev.GetPeerUid()
+	}
+	return a, true
 }

@@ -34,6 +34,11 @@ type Config struct {
 	DeviceReap  time.Duration
 	TailScan    int
 
+	NewDeviceWindow  time.Duration
+	NewDeviceMax     int
+	OfflineThreshold int
+	PullRate         float64
+
 	// Fanout.
 	NodeID    int
 	BatchSize int
@@ -55,9 +60,14 @@ func Defaults() Config {
 		Heartbeat:   20 * time.Second,
 		DeviceReap:  72 * time.Hour,
 		TailScan:    10000,
-		TokenSecret: auth.DevSecret,
-		BatchSize:   256,
-		Layout:      streams.DefaultLayout,
+
+		NewDeviceWindow:  7 * 24 * time.Hour,
+		NewDeviceMax:     1000,
+		OfflineThreshold: 5000,
+		PullRate:         5,
+		TokenSecret:      auth.DevSecret,
+		BatchSize:        256,
+		Layout:           streams.DefaultLayout,
 	}
 }
 
@@ -101,6 +111,10 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.TokenSecret, "token-secret", c.TokenSecret, "HS256 secret of client tokens (env INBOXD_TOKEN_SECRET); the default is the development secret")
 		fs.DurationVar(&c.DeviceReap, "device-reap", c.DeviceReap, "remove a device's cursor consumer after this long unused (recreated from the Postgres mirror at its next login)")
 		fs.IntVar(&c.TailScan, "tail-scan", c.TailScan, "catch-up reads from the Postgres archive when the consumer would scan more stream entries than this")
+		fs.DurationVar(&c.NewDeviceWindow, "new-device-window", c.NewDeviceWindow, "a device's first login replays the inbox entries of this last period…")
+		fs.IntVar(&c.NewDeviceMax, "new-device-max", c.NewDeviceMax, "…but at most this many (older history: conversation pulls)")
+		fs.IntVar(&c.OfflineThreshold, "offline-threshold", c.OfflineThreshold, "a device with more pending entries gets the summary and the newest page first")
+		fs.Float64Var(&c.PullRate, "pull-rate", c.PullRate, "conversation pulls per second per user")
 	}
 	if roles&RoleFanout != 0 {
 		envInt(&c.NodeID, "INBOXD_NODE_ID")

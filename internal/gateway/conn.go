@@ -44,6 +44,7 @@ type Conn struct {
 	out      chan outItem // live lane: control frames and live entries; bounded, overflow disconnects (counted)
 	backfill chan *page   // backfill lane: at most the device's window of pages
 	sess     *session
+	reqs     chan struct{} // requests (pull, read, …) in flight
 	done     chan struct{}
 	once     sync.Once
 	mu       sync.Mutex
@@ -59,6 +60,7 @@ func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {
 		log:      g.log.With(zap.String("remote", nc.RemoteAddr().String())),
 		out:      make(chan outItem, g.opts.OutQueue),
 		backfill: make(chan *page, 4),
+		reqs:     make(chan struct{}, maxRequests),
 		done:     make(chan struct{}),
 	}
 }
@@ -257,6 +259,15 @@ func (c *Conn) hello() bool {
 	sess.mu.Lock()
 	cursor := sess.cursor
 	sess.mu.Unlock()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	summary, err := c.summary(sctx)
+	cancel()
+	if err != nil {
+		c.log.Warn("login summary", zap.Error(err)) // the client can ask again
+		summary = &pb.Summary{}
+	}
+	summary.Pending = pending
+	tooLong := pending > uint64(c.g.opts.OfflineThreshold)
 	// The welcome is the first frame; live entries that arrived meanwhile
 	// and the backfill follow it (start).
 	ok = c.enqueue(outItem{msg: &pb.Welcome{
@@ -270,10 +281,19 @@ func (c *Conn) hello() bool {
 		Pending:          pending,
 		PageSize:         uint32(sess.prof.pageSize),
 		MaxInflightSends: uint32(c.g.opts.MaxInflightSends),
+		Summary:          summary,
+		OfflineTooLong:   tooLong,
 	}})
 	if c.isClosed() {
 		sess.close() // closed while the session opened
 		return false
+	}
+	if tooLong {
+		nctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := sess.sendNewest(nctx); err != nil {
+			c.log.Warn("newest page", zap.Error(err)) // the drain still delivers everything
+		}
+		cancel()
 	}
 	sess.start()
 	return ok
@@ -312,6 +332,23 @@ func (c *Conn) handle(t wire.FrameType, m proto.Message) bool {
 		if err := c.session().onAck(m.GetBatchIds(), m.GetSeqs()); err != nil {
 			c.fail(err, false)
 		}
+		return true
+	case *pb.AckRange:
+		if err := c.session().onAckRange(m.GetUpToSeq()); err != nil {
+			c.fail(err, false)
+		}
+		return true
+	case *pb.SummaryRequest:
+		c.handleSummaryRequest()
+		return true
+	case *pb.Pull:
+		c.handlePull(m)
+		return true
+	case *pb.Read:
+		c.handleRead(m)
+		return true
+	case *pb.ReadCount:
+		c.handleReadCount(m)
 		return true
 	case *pb.Hello:
 		c.fail(wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "hello was already received on this connection"), false)

@@ -68,6 +68,16 @@ type Options struct {
 	UserBackfillBurst int
 	// BodyCacheEntries bounds the shared message body cache (default 100000).
 	BodyCacheEntries int
+	// PullRate limits conversation pulls per user (default 5/s, burst 5).
+	PullRate rate.Limit
+	// OfflineThreshold: a device with more pending entries than this gets
+	// the summary and the newest page first (default 5000).
+	OfflineThreshold int
+	// NewDeviceWindow and NewDeviceMax bound what a device's first login
+	// replays: entries of the last NewDeviceWindow (default 7 days), at most
+	// NewDeviceMax of them (default 1000).
+	NewDeviceWindow time.Duration
+	NewDeviceMax    int
 }
 
 func (o *Options) setDefaults() {
@@ -122,6 +132,18 @@ func (o *Options) setDefaults() {
 	if o.BodyCacheEntries <= 0 {
 		o.BodyCacheEntries = 100000
 	}
+	if o.PullRate <= 0 {
+		o.PullRate = 5
+	}
+	if o.OfflineThreshold <= 0 {
+		o.OfflineThreshold = 5000
+	}
+	if o.NewDeviceWindow <= 0 {
+		o.NewDeviceWindow = 7 * 24 * time.Hour
+	}
+	if o.NewDeviceMax <= 0 {
+		o.NewDeviceMax = 1000
+	}
 }
 
 // Gateway accepts client connections.
@@ -138,6 +160,7 @@ type Gateway struct {
 	parts    *partInfos
 	mirror   *cursorMirror
 	bodies   *bodyCache
+	kinds    *convKinds
 	epoch    uint64
 
 	resultPrefix string
@@ -169,6 +192,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 	g.parts = &partInfos{g: g, m: make([]partInfo, opts.Layout.InboxPartitions)}
 	g.mirror = &cursorMirror{g: g}
 	g.bodies = newBodyCache(opts.BodyCacheEntries, st.Bodies)
+	g.kinds = &convKinds{g: g}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(8192),
 		jetstream.WithPublishAsyncTimeout(10*time.Second),

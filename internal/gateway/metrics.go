@@ -24,6 +24,8 @@ type metrics struct {
 	liveDeferred       prometheus.Counter
 	badAcks            prometheus.Counter
 	pages              *prometheus.CounterVec
+	events             *prometheus.CounterVec
+	ackRanges          prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -79,6 +81,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		pages: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_gateway_backfill_pages_total", Help: "Backfill pages read, by source: archive (Postgres index) or tail (JetStream consumer).",
 		}, []string{"source"}),
+		events: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_events_total", Help: "Per-user events written to inboxes, by type.",
+		}, []string{"type"}),
+		ackRanges: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_ack_ranges_total", Help: "Explicit range confirmations (entries the client chose not to fetch).",
+		}),
 		badAcks: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_bad_acks_total", Help: "Acks naming batches or messages not awaiting confirmation.",
 		}),

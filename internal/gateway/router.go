@@ -24,7 +24,8 @@ type router struct {
 type userEntry struct {
 	sub      *nats.Subscription
 	sessions []*session
-	limiter  *rate.Limiter
+	limiter  *rate.Limiter // backfill messages
+	pulls    *rate.Limiter // conversation pulls
 }
 
 // register adds s; sessions of the same device here are replaced (closed),
@@ -33,7 +34,10 @@ func (r *router) register(s *session) (replaced []*session, err error) {
 	r.mu.Lock()
 	u := r.users[s.uid]
 	if u == nil {
-		u = &userEntry{limiter: rate.NewLimiter(r.g.opts.UserBackfillRate, r.g.opts.UserBackfillBurst)}
+		u = &userEntry{
+			limiter: rate.NewLimiter(r.g.opts.UserBackfillRate, r.g.opts.UserBackfillBurst),
+			pulls:   rate.NewLimiter(r.g.opts.PullRate, max(1, int(r.g.opts.PullRate))),
+		}
 		uid := s.uid
 		u.sub, err = r.g.nc.Subscribe(streams.UserWildcard(s.p, s.uid), func(m *nats.Msg) { r.deliver(uid, m) })
 		if err != nil {
@@ -86,6 +90,15 @@ func (r *router) limiter(uid int64) *rate.Limiter {
 	return nil
 }
 
+func (r *router) pullLimiter(uid int64) *rate.Limiter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u := r.users[uid]; u != nil {
+		return u.pulls
+	}
+	return nil
+}
+
 func (r *router) sessionsOf(uid int64) []*session {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -98,13 +111,13 @@ func (r *router) sessionsOf(uid int64) []*session {
 func (r *router) deliver(uid int64, m *nats.Msg) {
 	switch {
 	case strings.HasSuffix(m.Subject, ".live"):
-		seq, ok := wire.PeekSeq(m.Data)
+		e, ok := wire.PeekEntry(m.Data)
 		if !ok {
 			r.g.log.Warn("undecodable live entry", zap.String("subject", m.Subject))
 			return
 		}
 		for _, s := range r.sessionsOf(uid) {
-			s.onLive(m.Data, seq)
+			s.onLive(m.Data, e)
 		}
 	case strings.HasSuffix(m.Subject, ".kick"):
 		consumer, id, _ := strings.Cut(string(m.Data), " ")

@@ -65,6 +65,7 @@ type session struct {
 	cursor     uint64
 	covered    uint64
 	unconf     map[uint64]struct{}
+	info       map[uint64]confirmed // unconfirmed messages: for delivered receipts
 	sentLive   map[uint64]struct{}
 	batches    map[uint64]sentBatch
 	nextBatch  uint64
@@ -108,6 +109,7 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		unconf:   map[uint64]struct{}{},
+		info:     map[uint64]confirmed{},
 		sentLive: map[uint64]struct{}{},
 		batches:  map[uint64]sentBatch{},
 	}
@@ -169,16 +171,23 @@ func (s *session) open(ctx context.Context) (uint64, error) {
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		// First login of this device, or its consumer was reaped or lost:
 		// start after the mirrored cursor (repeats, never skips).
-		start := uint64(0)
+		var cfg jetstream.ConsumerConfig
+		var cerr error
 		if found {
-			start = mirror.AckSeq + 1
+			cfg, cerr = streams.DeviceConsumerConfig(s.p, s.uid, s.device, mirror.AckSeq+1, g.opts.DeviceIdleReap)
 			g.metrics.consumersRecreated.Inc()
+		} else {
+			// A new device: the last NewDeviceWindow of the inbox, capped
+			// below (newDeviceCap); older history comes by conversation pulls.
+			cfg, cerr = streams.NewDeviceConsumerConfig(s.p, s.uid, s.device, time.Now().Add(-g.opts.NewDeviceWindow), g.opts.DeviceIdleReap)
 		}
-		cfg, cerr := streams.DeviceConsumerConfig(s.p, s.uid, s.device, start, g.opts.DeviceIdleReap)
 		if cerr != nil {
 			return 0, cerr
 		}
 		s.cons, err = g.js.CreateConsumer(ctx, stream, cfg)
+		if err == nil && !found {
+			err = s.newDeviceCap(ctx, stream)
+		}
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			s.cons, err = g.js.Consumer(ctx, stream, s.consumer) // another gateway was quicker
 		}
@@ -200,13 +209,6 @@ func (s *session) open(ctx context.Context) (uint64, error) {
 			cursor = mirror.AckSeq
 		}
 	}
-	if !found && cursor == 0 {
-		// A new device starts at the oldest entry still in the stream; the
-		// archive beyond the hot window is not replayed to it.
-		if first := g.parts.get(s.p).firstSeq; first > 1 {
-			cursor = first - 1
-		}
-	}
 	s.mu.Lock()
 	s.cursor, s.covered, s.ackedFloor = cursor, cursor, cursor
 	s.consumerAt = 0
@@ -217,6 +219,19 @@ func (s *session) open(ctx context.Context) (uint64, error) {
 	s.mu.Unlock()
 	g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: cursor})
 	return info.NumPending, nil
+}
+
+// newDeviceCap moves a new device's cursor up so that at most
+// NewDeviceMax entries are ahead of it.
+func (s *session) newDeviceCap(ctx context.Context, stream string) error {
+	nth, ok, err := s.g.st.NthNewestSeq(ctx, s.uid, s.g.opts.NewDeviceMax)
+	if err != nil || !ok {
+		return err
+	}
+	if floor := s.cons.CachedInfo().AckFloor.Stream; nth-1 > floor {
+		_, err = s.g.js.ResetConsumerToSequence(ctx, stream, s.consumer, nth)
+	}
+	return err
 }
 
 func (s *session) poke() {
@@ -251,12 +266,20 @@ func (s *session) close() {
 func (s *session) onAck(batchIDs, seqs []uint64) error {
 	s.mu.Lock()
 	var unknown, unknownSeqs []uint64
+	var done []confirmed
+	confirm := func(seq uint64) {
+		delete(s.unconf, seq)
+		if in, ok := s.info[seq]; ok {
+			done = append(done, in)
+			delete(s.info, seq)
+		}
+	}
 	for _, seq := range seqs {
 		if _, ok := s.unconf[seq]; !ok {
 			unknownSeqs = append(unknownSeqs, seq)
 			continue
 		}
-		delete(s.unconf, seq)
+		confirm(seq)
 	}
 	for _, id := range batchIDs {
 		b, ok := s.batches[id]
@@ -266,7 +289,7 @@ func (s *session) onAck(batchIDs, seqs []uint64) error {
 		}
 		delete(s.batches, id)
 		for _, seq := range b.seqs {
-			delete(s.unconf, seq)
+			confirm(seq)
 		}
 		if b.backfill {
 			s.pages--
@@ -275,6 +298,7 @@ func (s *session) onAck(batchIDs, seqs []uint64) error {
 	moved := s.advanceLocked()
 	wantTail := len(s.sentLive) > 0
 	s.mu.Unlock()
+	s.g.deliveredReceipts(s.uid, done)
 	if moved || wantTail || len(batchIDs) > len(unknown) {
 		s.poke()
 	}
@@ -323,7 +347,8 @@ func (s *session) advanceLocked() bool {
 }
 
 // onLive sends a live entry now unless backfill already has it.
-func (s *session) onLive(raw []byte, seq uint64) {
+func (s *session) onLive(raw []byte, e wire.Entry) {
+	seq := e.Seq
 	s.mu.Lock()
 	if s.closed || seq <= s.covered {
 		s.mu.Unlock()
@@ -344,6 +369,9 @@ func (s *session) onLive(raw []byte, seq uint64) {
 	}
 	s.sentLive[seq] = struct{}{}
 	s.unconf[seq] = struct{}{}
+	if !e.Event {
+		s.info[seq] = confirmed{conv: e.ConvID, convSeq: e.ConvSeq, sender: e.SenderUID}
+	}
 	s.tailKnown = false // the stream grew: the tail has to be read to cover it
 	if !s.started {
 		s.early = append(s.early, outItem{live: raw, liveSeq: seq})
@@ -535,8 +563,13 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 			s.g.log.Error("undecodable inbox entry", zap.String("subject", m.Subject()), zap.Uint64("seq", md.Sequence.Stream))
 			continue
 		}
-		pg.msgs = append(pg.msgs, wire.Message{Seq: md.Sequence.Stream, MsgID: e.MsgId, ConvID: e.ConvId, ConvSeq: e.ConvSeq,
-			SenderUID: e.SenderUid, Kind: e.Kind, CreatedAtMs: e.CreatedAtMs})
+		m := wire.Message{Seq: md.Sequence.Stream, MsgID: e.MsgId, ConvID: e.ConvId, ConvSeq: e.ConvSeq,
+			SenderUID: e.SenderUid, Kind: e.Kind, CreatedAtMs: e.CreatedAtMs}
+		if ev := e.GetEvent(); ev != nil {
+			m = wire.Message{Seq: md.Sequence.Stream, ConvID: ev.GetConvId(), EventType: uint32(ev.GetType()),
+				EventUpTo: ev.GetUpToConvSeq(), EventPeer: ev.GetPeerUid()}
+		}
+		pg.msgs = append(pg.msgs, m)
 	}
 	if err := batch.Error(); err != nil && len(delivered) == 0 && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 		putPage(pg)
@@ -568,7 +601,7 @@ func (s *session) fillBodies(ctx context.Context, pg *page) error {
 	s.mu.Lock()
 	need := pg.idx[:0]
 	for i := range pg.msgs {
-		if _, live := s.sentLive[pg.msgs[i].Seq]; !live {
+		if _, live := s.sentLive[pg.msgs[i].Seq]; !live && pg.msgs[i].EventType == 0 {
 			need = append(need, i)
 		}
 	}
@@ -616,8 +649,11 @@ func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, err
 		_ = moved
 		return true, nil
 	}
-	for _, seq := range pg.seqs {
+	for i, seq := range pg.seqs {
 		s.unconf[seq] = struct{}{}
+		if m := &pg.msgs[i]; m.EventType == 0 {
+			s.info[seq] = confirmed{conv: m.ConvID, convSeq: m.ConvSeq, sender: m.SenderUID}
+		}
 	}
 	s.nextBatch++
 	s.batches[s.nextBatch] = sentBatch{seqs: slices.Clone(pg.seqs), backfill: true}
@@ -710,4 +746,104 @@ func (s *session) tailCheck() {
 	s.tailKnown = false
 	s.mu.Unlock()
 	s.poke()
+}
+
+// onAckRange confirms every entry up to upTo, fetched or not (a client that
+// chose not to fetch an old backlog). It is recorded like any confirmation.
+func (s *session) onAckRange(upTo uint64) error {
+	if last := s.g.parts.get(s.p).lastSeq; upTo > last {
+		return wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "ack_range up to %d is beyond the inbox (last entry %d)", upTo, last)
+	}
+	s.mu.Lock()
+	if upTo <= s.cursor {
+		s.mu.Unlock()
+		return nil
+	}
+	var done []confirmed
+	for seq := range s.unconf {
+		if seq <= upTo {
+			delete(s.unconf, seq)
+			if in, ok := s.info[seq]; ok {
+				done = append(done, in)
+				delete(s.info, seq)
+			}
+		}
+	}
+	for seq := range s.sentLive {
+		if seq <= upTo {
+			delete(s.sentLive, seq)
+		}
+	}
+	for id, b := range s.batches {
+		b.seqs = slices.DeleteFunc(b.seqs, func(seq uint64) bool { return seq <= upTo })
+		if len(b.seqs) == 0 {
+			delete(s.batches, id)
+			if b.backfill {
+				s.pages--
+			}
+		} else {
+			s.batches[id] = b
+		}
+	}
+	if upTo > s.covered {
+		// The backfill resumes after the range; the consumer is moved there
+		// once the cursor stands at it.
+		s.covered = upTo
+		s.consumerAt, s.tailKnown = 0, false
+		s.tailMsgs = s.tailMsgs[:0]
+	}
+	s.advanceLocked()
+	s.mu.Unlock()
+	s.g.metrics.ackRanges.Inc()
+	s.g.deliveredReceipts(s.uid, done)
+	s.poke()
+	return nil
+}
+
+// pending estimates the entries the device has not confirmed.
+func (s *session) pending(ctx context.Context) uint64 {
+	ci, err := s.cons.Info(ctx)
+	if err != nil {
+		return 0
+	}
+	return ci.NumPending + uint64(ci.NumAckPending)
+}
+
+// sendNewest sends the newest page of the device's backlog first (offline
+// too long): its entries are treated like live ones, so the background
+// drain from the cursor skips them; the cursor still moves only over what
+// is confirmed.
+func (s *session) sendNewest(ctx context.Context) error {
+	info := s.g.parts.get(s.p)
+	s.mu.Lock()
+	cursor := s.cursor
+	s.mu.Unlock()
+	pg := getPage()
+	var err error
+	pg.msgs, err = s.g.st.NewestPage(ctx, pg.msgs[:0], s.uid, cursor, info.archived, s.prof.pageSize)
+	if err != nil || len(pg.msgs) == 0 {
+		putPage(pg)
+		return err
+	}
+	s.mu.Lock()
+	pg.seqs = pg.seqs[:0]
+	for i := range pg.msgs {
+		m := &pg.msgs[i]
+		s.sentLive[m.Seq] = struct{}{}
+		s.unconf[m.Seq] = struct{}{}
+		if m.EventType == 0 {
+			s.info[m.Seq] = confirmed{conv: m.ConvID, convSeq: m.ConvSeq, sender: m.SenderUID}
+		}
+		pg.seqs = append(pg.seqs, m.Seq)
+	}
+	s.nextBatch++
+	s.batches[s.nextBatch] = sentBatch{seqs: slices.Clone(pg.seqs)}
+	s.needFinal = true
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: s.nextBatch, HasMore: true}
+	s.mu.Unlock()
+	if !s.c.enqueueBackfill(pg) {
+		return errors.New("connection closed")
+	}
+	s.g.metrics.backfillMessages.Add(float64(len(pg.seqs)))
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/inboxd/inboxd/internal/admin"
 	"github.com/inboxd/inboxd/internal/archive"
@@ -163,6 +164,8 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		n.Gateway, err = gateway.New(gateway.Options{
 			WSAddr: cfg.WSAddr, TCPAddr: cfg.TCPAddr, Layout: cfg.Layout, Heartbeat: cfg.Heartbeat,
 			DeviceIdleReap: cfg.DeviceReap, TailScan: cfg.TailScan,
+			NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax,
+			OfflineThreshold: cfg.OfflineThreshold, PullRate: rate.Limit(cfg.PullRate),
 		}, log.Named("gateway"), n.NC, n.Store, auth.NewVerifier(cfg.TokenSecret), reg)
 		if err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +19,8 @@ type ArchivedEntry struct {
 	ConvID  int64
 	ConvSeq int64
 	Kind    int16
+	Event   int16 // 0 for messages; else the pb.EventType of an event entry
+	Peer    int64 // events: the peer of a receipt
 }
 
 // ArchiveEntries stores entries of INBOX partition p (idempotent: an entry
@@ -27,16 +30,19 @@ type ArchivedEntry struct {
 func (s *Store) ArchiveEntries(ctx context.Context, p int, entries []ArchivedEntry, upTo uint64) error {
 	n := len(entries)
 	uids, seqs, msgs, convs, cseqs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	kinds := make([]int16, n)
+	kinds, events := make([]int16, n), make([]int16, n)
+	peers := make([]int64, n)
 	for i, e := range entries {
 		uids[i], seqs[i], msgs[i], convs[i], cseqs[i], kinds[i] = e.UID, int64(e.Seq), e.MsgID, e.ConvID, e.ConvSeq, e.Kind
+		events[i], peers[i] = e.Event, e.Peer
 	}
 	b := &pgx.Batch{}
 	if n > 0 {
 		b.Queue(`
-			INSERT INTO inbox_archive (uid, seq, msg_id, conv_id, conv_seq, kind)
-			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::smallint[])
-			ON CONFLICT DO NOTHING`, uids, seqs, msgs, convs, cseqs, kinds)
+			INSERT INTO inbox_archive (uid, seq, msg_id, conv_id, conv_seq, kind, event, peer_uid)
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::smallint[],
+			                     $7::smallint[], $8::bigint[])
+			ON CONFLICT DO NOTHING`, uids, seqs, msgs, convs, cseqs, kinds, events, peers)
 	}
 	b.Queue(`
 		INSERT INTO archive_progress (partition, archived_seq, updated_at) VALUES ($1, $2, now())
@@ -73,11 +79,35 @@ func (s *Store) ArchiveProgress(ctx context.Context) (map[int]uint64, error) {
 // ArchivePage reads up to limit of uid's archived entries with after < seq
 // <= upTo, in seq order, with their bodies, appending to dst.
 func (s *Store) ArchivePage(ctx context.Context, dst []wire.Message, uid int64, after, upTo uint64, limit int) ([]wire.Message, error) {
-	rows, err := s.Pool.Query(ctx, `
-		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, m.sender_uid, a.kind, m.body, m.created_at
-		FROM inbox_archive a JOIN msg_content m ON m.msg_id = a.msg_id
+	return s.archivePage(ctx, dst, sqlArchivePage, uid, after, upTo, limit)
+}
+
+// NewestPage reads the last limit of uid's archived entries with after <
+// seq <= upTo, in seq order, with their bodies, appending to dst.
+func (s *Store) NewestPage(ctx context.Context, dst []wire.Message, uid int64, after, upTo uint64, limit int) ([]wire.Message, error) {
+	n := len(dst)
+	dst, err := s.archivePage(ctx, dst, sqlNewestPage, uid, after, upTo, limit)
+	slices.Reverse(dst[n:])
+	return dst, err
+}
+
+const (
+	sqlArchivePage = `
+		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, coalesce(m.sender_uid, 0), a.kind, coalesce(m.body, ''),
+		       coalesce(m.created_at, 'epoch'), a.event, a.peer_uid
+		FROM inbox_archive a LEFT JOIN msg_content m ON m.msg_id = a.msg_id AND a.msg_id <> 0
 		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3
-		ORDER BY a.seq LIMIT $4`, uid, int64(after), int64(upTo), limit)
+		ORDER BY a.seq LIMIT $4`
+	sqlNewestPage = `
+		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, coalesce(m.sender_uid, 0), a.kind, coalesce(m.body, ''),
+		       coalesce(m.created_at, 'epoch'), a.event, a.peer_uid
+		FROM inbox_archive a LEFT JOIN msg_content m ON m.msg_id = a.msg_id AND a.msg_id <> 0
+		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3
+		ORDER BY a.seq DESC LIMIT $4`
+)
+
+func (s *Store) archivePage(ctx context.Context, dst []wire.Message, q string, uid int64, after, upTo uint64, limit int) ([]wire.Message, error) {
+	rows, err := s.Pool.Query(ctx, q, uid, int64(after), int64(upTo), limit)
 	if err != nil {
 		return dst, fmt.Errorf("store: archive page: %w", err)
 	}
@@ -85,12 +115,16 @@ func (s *Store) ArchivePage(ctx context.Context, dst []wire.Message, uid int64, 
 	for rows.Next() {
 		var m wire.Message
 		var seq int64
-		var kind int16
+		var kind, event int16
 		var created time.Time
-		if err := rows.Scan(&seq, &m.MsgID, &m.ConvID, &m.ConvSeq, &m.SenderUID, &kind, &m.Text, &created); err != nil {
+		if err := rows.Scan(&seq, &m.MsgID, &m.ConvID, &m.ConvSeq, &m.SenderUID, &kind, &m.Text, &created, &event, &m.EventPeer); err != nil {
 			return dst, fmt.Errorf("store: archive page: %w", err)
 		}
 		m.Seq, m.Kind, m.CreatedAtMs = uint64(seq), uint32(kind), created.UnixMilli()
+		if event != 0 {
+			// Events keep their position in conv_seq of the row.
+			m.EventType, m.EventUpTo, m.ConvSeq, m.CreatedAtMs = uint32(event), m.ConvSeq, 0, 0
+		}
 		dst = append(dst, m)
 	}
 	return dst, rows.Err()
@@ -121,6 +155,19 @@ type DeviceCursor struct {
 	Device   string
 	Consumer string
 	AckSeq   uint64
+}
+
+// NthNewestSeq returns the seq of uid's n-th newest archived entry.
+func (s *Store) NthNewestSeq(ctx context.Context, uid int64, n int) (uint64, bool, error) {
+	var seq int64
+	err := s.Pool.QueryRow(ctx, `SELECT seq FROM inbox_archive WHERE uid = $1 ORDER BY seq DESC OFFSET $2 LIMIT 1`, uid, n-1).Scan(&seq)
+	if err == pgx.ErrNoRows {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("store: n-th newest entry: %w", err)
+	}
+	return uint64(seq), true, nil
 }
 
 // GetDeviceCursor returns the mirror of a device's cursor; found is false

@@ -26,6 +26,17 @@ func DeviceConsumer(uid int64, device string) string {
 // delivers the user's whole retained inbox; otherwise delivery (and the
 // lowest position the cursor can be reset to) starts at startSeq.
 func DeviceConsumerConfig(p int, uid int64, device string, startSeq uint64, inactive time.Duration) (jetstream.ConsumerConfig, error) {
+	return deviceConsumerConfig(p, uid, device, startSeq, time.Time{}, inactive)
+}
+
+// NewDeviceConsumerConfig returns the cursor consumer of a device seen for
+// the first time: delivery starts at the first entry stored at or after
+// since (the new-device window).
+func NewDeviceConsumerConfig(p int, uid int64, device string, since time.Time, inactive time.Duration) (jetstream.ConsumerConfig, error) {
+	return deviceConsumerConfig(p, uid, device, 0, since, inactive)
+}
+
+func deviceConsumerConfig(p int, uid int64, device string, startSeq uint64, since time.Time, inactive time.Duration) (jetstream.ConsumerConfig, error) {
 	var c jetstream.ConsumerConfig
 	if err := decode("consumers/INBOX_device.json", &c); err != nil {
 		return c, err
@@ -37,9 +48,13 @@ func DeviceConsumerConfig(p int, uid int64, device string, startSeq uint64, inac
 	c.Name = c.Durable
 	c.FilterSubject = InboxSubject(p, uid)
 	c.Description = "inboxd device cursor: uid " + strconv.FormatInt(uid, 10)
-	if startSeq > 0 {
+	switch {
+	case startSeq > 0:
 		c.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		c.OptStartSeq = startSeq
+	case !since.IsZero():
+		c.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		c.OptStartTime = &since
 	}
 	if inactive > 0 {
 		c.InactiveThreshold = inactive

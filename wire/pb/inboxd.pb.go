@@ -90,6 +90,58 @@ func (SendStatus) EnumDescriptor() ([]byte, []int) {
 	return file_inboxd_proto_rawDescGZIP(), []int{0}
 }
 
+type EventType int32
+
+const (
+	EventType_EVENT_NONE EventType = 0
+	EventType_READ_SYNC  EventType = 1 // this user read conv_id up to up_to_conv_seq on some device
+	EventType_DELIVERED  EventType = 2 // peer_uid's device stored conv_id up to up_to_conv_seq (direct conversations)
+	EventType_READ       EventType = 3 // peer_uid read conv_id up to up_to_conv_seq (direct conversations)
+)
+
+// Enum value maps for EventType.
+var (
+	EventType_name = map[int32]string{
+		0: "EVENT_NONE",
+		1: "READ_SYNC",
+		2: "DELIVERED",
+		3: "READ",
+	}
+	EventType_value = map[string]int32{
+		"EVENT_NONE": 0,
+		"READ_SYNC":  1,
+		"DELIVERED":  2,
+		"READ":       3,
+	}
+)
+
+func (x EventType) Enum() *EventType {
+	p := new(EventType)
+	*p = x
+	return p
+}
+
+func (x EventType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EventType) Descriptor() protoreflect.EnumDescriptor {
+	return file_inboxd_proto_enumTypes[1].Descriptor()
+}
+
+func (EventType) Type() protoreflect.EnumType {
+	return &file_inboxd_proto_enumTypes[1]
+}
+
+func (x EventType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EventType.Descriptor instead.
+func (EventType) EnumDescriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{1}
+}
+
 type Lane int32
 
 const (
@@ -123,11 +175,11 @@ func (x Lane) String() string {
 }
 
 func (Lane) Descriptor() protoreflect.EnumDescriptor {
-	return file_inboxd_proto_enumTypes[1].Descriptor()
+	return file_inboxd_proto_enumTypes[2].Descriptor()
 }
 
 func (Lane) Type() protoreflect.EnumType {
-	return &file_inboxd_proto_enumTypes[1]
+	return &file_inboxd_proto_enumTypes[2]
 }
 
 func (x Lane) Number() protoreflect.EnumNumber {
@@ -136,7 +188,7 @@ func (x Lane) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Lane.Descriptor instead.
 func (Lane) EnumDescriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{1}
+	return file_inboxd_proto_rawDescGZIP(), []int{2}
 }
 
 // Stable error codes; clients decide on these, never on message text.
@@ -215,11 +267,11 @@ func (x ErrorCode) String() string {
 }
 
 func (ErrorCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_inboxd_proto_enumTypes[2].Descriptor()
+	return file_inboxd_proto_enumTypes[3].Descriptor()
 }
 
 func (ErrorCode) Type() protoreflect.EnumType {
-	return &file_inboxd_proto_enumTypes[2]
+	return &file_inboxd_proto_enumTypes[3]
 }
 
 func (x ErrorCode) Number() protoreflect.EnumNumber {
@@ -228,7 +280,7 @@ func (x ErrorCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorCode.Descriptor instead.
 func (ErrorCode) EnumDescriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{2}
+	return file_inboxd_proto_rawDescGZIP(), []int{3}
 }
 
 // Hello is the first frame on every connection. uid and device come only from
@@ -467,6 +519,295 @@ func (x *Ping) GetNonce() uint64 {
 	return 0
 }
 
+// SummaryRequest asks for the login summary again; answered by Summary.
+type SummaryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummaryRequest) Reset() {
+	*x = SummaryRequest{}
+	mi := &file_inboxd_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummaryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummaryRequest) ProtoMessage() {}
+
+func (x *SummaryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummaryRequest.ProtoReflect.Descriptor instead.
+func (*SummaryRequest) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{4}
+}
+
+// Pull reads a conversation's timeline (for opening it, filling a conv_seq
+// gap, or history older than the device's first login): up to limit (≤ 50)
+// messages after after_conv_seq (ascending) or, when before_conv_seq is set,
+// before it (the newest first). Answered by PullResult or by an Error that
+// carries the same request_id.
+type Pull struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	ConvId        int64                  `protobuf:"varint,2,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
+	AfterConvSeq  int64                  `protobuf:"varint,3,opt,name=after_conv_seq,json=afterConvSeq,proto3" json:"after_conv_seq,omitempty"`
+	BeforeConvSeq int64                  `protobuf:"varint,4,opt,name=before_conv_seq,json=beforeConvSeq,proto3" json:"before_conv_seq,omitempty"`
+	Limit         uint32                 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pull) Reset() {
+	*x = Pull{}
+	mi := &file_inboxd_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pull) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pull) ProtoMessage() {}
+
+func (x *Pull) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pull.ProtoReflect.Descriptor instead.
+func (*Pull) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Pull) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *Pull) GetConvId() int64 {
+	if x != nil {
+		return x.ConvId
+	}
+	return 0
+}
+
+func (x *Pull) GetAfterConvSeq() int64 {
+	if x != nil {
+		return x.AfterConvSeq
+	}
+	return 0
+}
+
+func (x *Pull) GetBeforeConvSeq() int64 {
+	if x != nil {
+		return x.BeforeConvSeq
+	}
+	return 0
+}
+
+func (x *Pull) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// Read marks a conversation read up to up_to_conv_seq (never lowers it). The
+// user's other devices learn it through a read_sync event; in a direct
+// conversation the peer gets a read receipt. Answered by ReadResult.
+type Read struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	ConvId        int64                  `protobuf:"varint,2,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
+	UpToConvSeq   int64                  `protobuf:"varint,3,opt,name=up_to_conv_seq,json=upToConvSeq,proto3" json:"up_to_conv_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Read) Reset() {
+	*x = Read{}
+	mi := &file_inboxd_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Read) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Read) ProtoMessage() {}
+
+func (x *Read) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Read.ProtoReflect.Descriptor instead.
+func (*Read) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Read) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *Read) GetConvId() int64 {
+	if x != nil {
+		return x.ConvId
+	}
+	return 0
+}
+
+func (x *Read) GetUpToConvSeq() int64 {
+	if x != nil {
+		return x.UpToConvSeq
+	}
+	return 0
+}
+
+// AckRange confirms every entry of the device's inbox up to up_to_seq,
+// including those the client chose not to fetch (offline too long). It is
+// recorded like any confirmation.
+type AckRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UpToSeq       uint64                 `protobuf:"varint,1,opt,name=up_to_seq,json=upToSeq,proto3" json:"up_to_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckRange) Reset() {
+	*x = AckRange{}
+	mi := &file_inboxd_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckRange) ProtoMessage() {}
+
+func (x *AckRange) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckRange.ProtoReflect.Descriptor instead.
+func (*AckRange) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AckRange) GetUpToSeq() uint64 {
+	if x != nil {
+		return x.UpToSeq
+	}
+	return 0
+}
+
+// ReadCount asks how many members of a group have read a message.
+type ReadCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	ConvId        int64                  `protobuf:"varint,2,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
+	ConvSeq       int64                  `protobuf:"varint,3,opt,name=conv_seq,json=convSeq,proto3" json:"conv_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadCount) Reset() {
+	*x = ReadCount{}
+	mi := &file_inboxd_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadCount) ProtoMessage() {}
+
+func (x *ReadCount) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadCount.ProtoReflect.Descriptor instead.
+func (*ReadCount) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReadCount) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *ReadCount) GetConvId() int64 {
+	if x != nil {
+		return x.ConvId
+	}
+	return 0
+}
+
+func (x *ReadCount) GetConvSeq() int64 {
+	if x != nil {
+		return x.ConvSeq
+	}
+	return 0
+}
+
 type Welcome struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Uid              int64                  `protobuf:"varint,1,opt,name=uid,proto3" json:"uid,omitempty"`
@@ -479,13 +820,15 @@ type Welcome struct {
 	Pending          uint64                 `protobuf:"varint,8,opt,name=pending,proto3" json:"pending,omitempty"`                                              // inbox entries after the cursor at login
 	PageSize         uint32                 `protobuf:"varint,9,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`                            // messages per backfill batch for this device kind
 	MaxInflightSends uint32                 `protobuf:"varint,10,opt,name=max_inflight_sends,json=maxInflightSends,proto3" json:"max_inflight_sends,omitempty"` // sends awaiting a result at once; more get RATE_LIMITED
+	Summary          *Summary               `protobuf:"bytes,11,opt,name=summary,proto3" json:"summary,omitempty"`                                              // the login summary
+	OfflineTooLong   bool                   `protobuf:"varint,12,opt,name=offline_too_long,json=offlineTooLong,proto3" json:"offline_too_long,omitempty"`       // pending is above the threshold: the newest page comes first
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_inboxd_proto_msgTypes[4]
+	mi := &file_inboxd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +840,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[4]
+	mi := &file_inboxd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +853,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{4}
+	return file_inboxd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Welcome) GetUid() int64 {
@@ -583,6 +926,379 @@ func (x *Welcome) GetMaxInflightSends() uint32 {
 	return 0
 }
 
+func (x *Welcome) GetSummary() *Summary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+func (x *Welcome) GetOfflineTooLong() bool {
+	if x != nil {
+		return x.OfflineTooLong
+	}
+	return false
+}
+
+// Summary is the login summary: per conversation with anything unread, the
+// unread count (last_seq - read_seq; own messages count as read) and the
+// last message; and the device's pending inbox entries.
+type Summary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Convs         []*ConvSummary         `protobuf:"bytes,1,rep,name=convs,proto3" json:"convs,omitempty"`
+	Pending       uint64                 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Summary) Reset() {
+	*x = Summary{}
+	mi := &file_inboxd_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Summary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Summary) ProtoMessage() {}
+
+func (x *Summary) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Summary.ProtoReflect.Descriptor instead.
+func (*Summary) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Summary) GetConvs() []*ConvSummary {
+	if x != nil {
+		return x.Convs
+	}
+	return nil
+}
+
+func (x *Summary) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+type ConvSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ConvId        int64                  `protobuf:"varint,1,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
+	Unread        int64                  `protobuf:"varint,2,opt,name=unread,proto3" json:"unread,omitempty"`
+	LastSeq       int64                  `protobuf:"varint,3,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"` // the conversation's last conv_seq
+	ReadSeq       int64                  `protobuf:"varint,4,opt,name=read_seq,json=readSeq,proto3" json:"read_seq,omitempty"` // the user's read position
+	LastMsgId     int64                  `protobuf:"varint,5,opt,name=last_msg_id,json=lastMsgId,proto3" json:"last_msg_id,omitempty"`
+	LastSenderUid int64                  `protobuf:"varint,6,opt,name=last_sender_uid,json=lastSenderUid,proto3" json:"last_sender_uid,omitempty"`
+	LastPreview   string                 `protobuf:"bytes,7,opt,name=last_preview,json=lastPreview,proto3" json:"last_preview,omitempty"` // at most 80 characters
+	LastAtMs      int64                  `protobuf:"varint,8,opt,name=last_at_ms,json=lastAtMs,proto3" json:"last_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConvSummary) Reset() {
+	*x = ConvSummary{}
+	mi := &file_inboxd_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConvSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConvSummary) ProtoMessage() {}
+
+func (x *ConvSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConvSummary.ProtoReflect.Descriptor instead.
+func (*ConvSummary) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ConvSummary) GetConvId() int64 {
+	if x != nil {
+		return x.ConvId
+	}
+	return 0
+}
+
+func (x *ConvSummary) GetUnread() int64 {
+	if x != nil {
+		return x.Unread
+	}
+	return 0
+}
+
+func (x *ConvSummary) GetLastSeq() int64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *ConvSummary) GetReadSeq() int64 {
+	if x != nil {
+		return x.ReadSeq
+	}
+	return 0
+}
+
+func (x *ConvSummary) GetLastMsgId() int64 {
+	if x != nil {
+		return x.LastMsgId
+	}
+	return 0
+}
+
+func (x *ConvSummary) GetLastSenderUid() int64 {
+	if x != nil {
+		return x.LastSenderUid
+	}
+	return 0
+}
+
+func (x *ConvSummary) GetLastPreview() string {
+	if x != nil {
+		return x.LastPreview
+	}
+	return ""
+}
+
+func (x *ConvSummary) GetLastAtMs() int64 {
+	if x != nil {
+		return x.LastAtMs
+	}
+	return 0
+}
+
+type PullResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	ConvId        int64                  `protobuf:"varint,2,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
+	Messages      []*Message             `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"` // seq is 0: pulled messages are not inbox entries
+	HasMore       bool                   `protobuf:"varint,4,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullResult) Reset() {
+	*x = PullResult{}
+	mi := &file_inboxd_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullResult) ProtoMessage() {}
+
+func (x *PullResult) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullResult.ProtoReflect.Descriptor instead.
+func (*PullResult) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PullResult) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *PullResult) GetConvId() int64 {
+	if x != nil {
+		return x.ConvId
+	}
+	return 0
+}
+
+func (x *PullResult) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *PullResult) GetHasMore() bool {
+	if x != nil {
+		return x.HasMore
+	}
+	return false
+}
+
+type ReadResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	ConvId        int64                  `protobuf:"varint,2,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
+	ReadSeq       int64                  `protobuf:"varint,3,opt,name=read_seq,json=readSeq,proto3" json:"read_seq,omitempty"` // the read position after the request (may be higher than asked)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadResult) Reset() {
+	*x = ReadResult{}
+	mi := &file_inboxd_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadResult) ProtoMessage() {}
+
+func (x *ReadResult) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadResult.ProtoReflect.Descriptor instead.
+func (*ReadResult) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReadResult) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *ReadResult) GetConvId() int64 {
+	if x != nil {
+		return x.ConvId
+	}
+	return 0
+}
+
+func (x *ReadResult) GetReadSeq() int64 {
+	if x != nil {
+		return x.ReadSeq
+	}
+	return 0
+}
+
+type ReadCountResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	ConvId        int64                  `protobuf:"varint,2,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
+	ConvSeq       int64                  `protobuf:"varint,3,opt,name=conv_seq,json=convSeq,proto3" json:"conv_seq,omitempty"`
+	Read          int64                  `protobuf:"varint,4,opt,name=read,proto3" json:"read,omitempty"`       // members (other than the sender) whose read_seq >= conv_seq
+	Members       int64                  `protobuf:"varint,5,opt,name=members,proto3" json:"members,omitempty"` // members (other than the sender) who can see the message
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadCountResult) Reset() {
+	*x = ReadCountResult{}
+	mi := &file_inboxd_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadCountResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadCountResult) ProtoMessage() {}
+
+func (x *ReadCountResult) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadCountResult.ProtoReflect.Descriptor instead.
+func (*ReadCountResult) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReadCountResult) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *ReadCountResult) GetConvId() int64 {
+	if x != nil {
+		return x.ConvId
+	}
+	return 0
+}
+
+func (x *ReadCountResult) GetConvSeq() int64 {
+	if x != nil {
+		return x.ConvSeq
+	}
+	return 0
+}
+
+func (x *ReadCountResult) GetRead() int64 {
+	if x != nil {
+		return x.Read
+	}
+	return 0
+}
+
+func (x *ReadCountResult) GetMembers() int64 {
+	if x != nil {
+		return x.Members
+	}
+	return 0
+}
+
 // SendResult answers a Send. status STORED means the content is committed and
 // every recipient's inbox entry is durable.
 type SendResult struct {
@@ -599,7 +1315,7 @@ type SendResult struct {
 
 func (x *SendResult) Reset() {
 	*x = SendResult{}
-	mi := &file_inboxd_proto_msgTypes[5]
+	mi := &file_inboxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +1327,7 @@ func (x *SendResult) String() string {
 func (*SendResult) ProtoMessage() {}
 
 func (x *SendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[5]
+	mi := &file_inboxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +1340,7 @@ func (x *SendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResult.ProtoReflect.Descriptor instead.
 func (*SendResult) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{5}
+	return file_inboxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SendResult) GetClientMsgId() string {
@@ -680,13 +1396,14 @@ type Message struct {
 	Kind          uint32                 `protobuf:"varint,6,opt,name=kind,proto3" json:"kind,omitempty"`
 	Text          string                 `protobuf:"bytes,7,opt,name=text,proto3" json:"text,omitempty"`
 	CreatedAtMs   int64                  `protobuf:"varint,8,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	Event         *Event                 `protobuf:"bytes,9,opt,name=event,proto3" json:"event,omitempty"` // set for events: then msg_id is 0 and text empty
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_inboxd_proto_msgTypes[6]
+	mi := &file_inboxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +1415,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[6]
+	mi := &file_inboxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +1428,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{6}
+	return file_inboxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Message) GetSeq() uint64 {
@@ -770,6 +1487,83 @@ func (x *Message) GetCreatedAtMs() int64 {
 	return 0
 }
 
+func (x *Message) GetEvent() *Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// Event is a per-user event that rides the inbox like a message, in order
+// and under the same cursor.
+type Event struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          EventType              `protobuf:"varint,1,opt,name=type,proto3,enum=inboxd.v1.EventType" json:"type,omitempty"`
+	ConvId        int64                  `protobuf:"varint,2,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
+	UpToConvSeq   int64                  `protobuf:"varint,3,opt,name=up_to_conv_seq,json=upToConvSeq,proto3" json:"up_to_conv_seq,omitempty"`
+	PeerUid       int64                  `protobuf:"varint,4,opt,name=peer_uid,json=peerUid,proto3" json:"peer_uid,omitempty"` // receipts: the peer whose position it is
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_inboxd_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Event) GetType() EventType {
+	if x != nil {
+		return x.Type
+	}
+	return EventType_EVENT_NONE
+}
+
+func (x *Event) GetConvId() int64 {
+	if x != nil {
+		return x.ConvId
+	}
+	return 0
+}
+
+func (x *Event) GetUpToConvSeq() int64 {
+	if x != nil {
+		return x.UpToConvSeq
+	}
+	return 0
+}
+
+func (x *Event) GetPeerUid() int64 {
+	if x != nil {
+		return x.PeerUid
+	}
+	return 0
+}
+
 // Batch carries messages of one lane. batch_id names it in Ack; has_more
 // (backfill) says whether more backfill follows after this batch.
 type Batch struct {
@@ -784,7 +1578,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_inboxd_proto_msgTypes[7]
+	mi := &file_inboxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +1590,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[7]
+	mi := &file_inboxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +1603,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{7}
+	return file_inboxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Batch) GetLane() Lane {
@@ -845,14 +1639,15 @@ type Error struct {
 	Code          ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=inboxd.v1.ErrorCode" json:"code,omitempty"`
 	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	RetryAfterMs  uint32                 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
-	Fatal         bool                   `protobuf:"varint,4,opt,name=fatal,proto3" json:"fatal,omitempty"` // the server closes the connection after sending it
+	Fatal         bool                   `protobuf:"varint,4,opt,name=fatal,proto3" json:"fatal,omitempty"`                          // the server closes the connection after sending it
+	RequestId     uint64                 `protobuf:"varint,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // the request it answers (pull, read, read_count), if any
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_inboxd_proto_msgTypes[8]
+	mi := &file_inboxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +1659,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[8]
+	mi := &file_inboxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +1672,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{8}
+	return file_inboxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -908,6 +1703,13 @@ func (x *Error) GetFatal() bool {
 	return false
 }
 
+func (x *Error) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
 type Pong struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nonce         uint64                 `protobuf:"varint,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
@@ -917,7 +1719,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_inboxd_proto_msgTypes[9]
+	mi := &file_inboxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1731,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[9]
+	mi := &file_inboxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1744,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{9}
+	return file_inboxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -970,7 +1772,7 @@ type SendRecord struct {
 
 func (x *SendRecord) Reset() {
 	*x = SendRecord{}
-	mi := &file_inboxd_proto_msgTypes[10]
+	mi := &file_inboxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1784,7 @@ func (x *SendRecord) String() string {
 func (*SendRecord) ProtoMessage() {}
 
 func (x *SendRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[10]
+	mi := &file_inboxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1797,7 @@ func (x *SendRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRecord.ProtoReflect.Descriptor instead.
 func (*SendRecord) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{10}
+	return file_inboxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SendRecord) GetSenderUid() int64 {
@@ -1058,13 +1860,14 @@ type InboxEntry struct {
 	SenderUid     int64                  `protobuf:"varint,4,opt,name=sender_uid,json=senderUid,proto3" json:"sender_uid,omitempty"`
 	Kind          uint32                 `protobuf:"varint,5,opt,name=kind,proto3" json:"kind,omitempty"`
 	CreatedAtMs   int64                  `protobuf:"varint,6,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	Event         *Event                 `protobuf:"bytes,7,opt,name=event,proto3" json:"event,omitempty"` // set for events (read_sync, receipts): msg_id is 0
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InboxEntry) Reset() {
 	*x = InboxEntry{}
-	mi := &file_inboxd_proto_msgTypes[11]
+	mi := &file_inboxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1879,7 @@ func (x *InboxEntry) String() string {
 func (*InboxEntry) ProtoMessage() {}
 
 func (x *InboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[11]
+	mi := &file_inboxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1892,7 @@ func (x *InboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxEntry.ProtoReflect.Descriptor instead.
 func (*InboxEntry) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{11}
+	return file_inboxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InboxEntry) GetMsgId() int64 {
@@ -1134,6 +1937,13 @@ func (x *InboxEntry) GetCreatedAtMs() int64 {
 	return 0
 }
 
+func (x *InboxEntry) GetEvent() *Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
 var File_inboxd_proto protoreflect.FileDescriptor
 
 const file_inboxd_proto_rawDesc = "" +
@@ -1153,7 +1963,27 @@ const file_inboxd_proto_rawDesc = "" +
 	"\tbatch_ids\x18\x01 \x03(\x04R\bbatchIds\x12\x12\n" +
 	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\"\x1c\n" +
 	"\x04Ping\x12\x14\n" +
-	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\x9e\x02\n" +
+	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\x10\n" +
+	"\x0eSummaryRequest\"\xa2\x01\n" +
+	"\x04Pull\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
+	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12$\n" +
+	"\x0eafter_conv_seq\x18\x03 \x01(\x03R\fafterConvSeq\x12&\n" +
+	"\x0fbefore_conv_seq\x18\x04 \x01(\x03R\rbeforeConvSeq\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"c\n" +
+	"\x04Read\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
+	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12#\n" +
+	"\x0eup_to_conv_seq\x18\x03 \x01(\x03R\vupToConvSeq\"&\n" +
+	"\bAckRange\x12\x1a\n" +
+	"\tup_to_seq\x18\x01 \x01(\x04R\aupToSeq\"^\n" +
+	"\tReadCount\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
+	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12\x19\n" +
+	"\bconv_seq\x18\x03 \x01(\x03R\aconvSeq\"\xf6\x02\n" +
 	"\aWelcome\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\x03R\x03uid\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x16\n" +
@@ -1165,7 +1995,42 @@ const file_inboxd_proto_rawDesc = "" +
 	"\apending\x18\b \x01(\x04R\apending\x12\x1b\n" +
 	"\tpage_size\x18\t \x01(\rR\bpageSize\x12,\n" +
 	"\x12max_inflight_sends\x18\n" +
-	" \x01(\rR\x10maxInflightSends\"\xd5\x01\n" +
+	" \x01(\rR\x10maxInflightSends\x12,\n" +
+	"\asummary\x18\v \x01(\v2\x12.inboxd.v1.SummaryR\asummary\x12(\n" +
+	"\x10offline_too_long\x18\f \x01(\bR\x0eofflineTooLong\"Q\n" +
+	"\aSummary\x12,\n" +
+	"\x05convs\x18\x01 \x03(\v2\x16.inboxd.v1.ConvSummaryR\x05convs\x12\x18\n" +
+	"\apending\x18\x02 \x01(\x04R\apending\"\xfd\x01\n" +
+	"\vConvSummary\x12\x17\n" +
+	"\aconv_id\x18\x01 \x01(\x03R\x06convId\x12\x16\n" +
+	"\x06unread\x18\x02 \x01(\x03R\x06unread\x12\x19\n" +
+	"\blast_seq\x18\x03 \x01(\x03R\alastSeq\x12\x19\n" +
+	"\bread_seq\x18\x04 \x01(\x03R\areadSeq\x12\x1e\n" +
+	"\vlast_msg_id\x18\x05 \x01(\x03R\tlastMsgId\x12&\n" +
+	"\x0flast_sender_uid\x18\x06 \x01(\x03R\rlastSenderUid\x12!\n" +
+	"\flast_preview\x18\a \x01(\tR\vlastPreview\x12\x1c\n" +
+	"\n" +
+	"last_at_ms\x18\b \x01(\x03R\blastAtMs\"\x8f\x01\n" +
+	"\n" +
+	"PullResult\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
+	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12.\n" +
+	"\bmessages\x18\x03 \x03(\v2\x12.inboxd.v1.MessageR\bmessages\x12\x19\n" +
+	"\bhas_more\x18\x04 \x01(\bR\ahasMore\"_\n" +
+	"\n" +
+	"ReadResult\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
+	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12\x19\n" +
+	"\bread_seq\x18\x03 \x01(\x03R\areadSeq\"\x92\x01\n" +
+	"\x0fReadCountResult\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
+	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12\x19\n" +
+	"\bconv_seq\x18\x03 \x01(\x03R\aconvSeq\x12\x12\n" +
+	"\x04read\x18\x04 \x01(\x03R\x04read\x12\x18\n" +
+	"\amembers\x18\x05 \x01(\x03R\amembers\"\xd5\x01\n" +
 	"\n" +
 	"SendResult\x12\"\n" +
 	"\rclient_msg_id\x18\x01 \x01(\tR\vclientMsgId\x12\x15\n" +
@@ -1173,7 +2038,7 @@ const file_inboxd_proto_rawDesc = "" +
 	"\bconv_seq\x18\x03 \x01(\x03R\aconvSeq\x12-\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x15.inboxd.v1.SendStatusR\x06status\x12(\n" +
 	"\x04code\x18\x05 \x01(\x0e2\x14.inboxd.v1.ErrorCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\xd1\x01\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xf9\x01\n" +
 	"\aMessage\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06msg_id\x18\x02 \x01(\x03R\x05msgId\x12\x17\n" +
@@ -1183,17 +2048,25 @@ const file_inboxd_proto_rawDesc = "" +
 	"sender_uid\x18\x05 \x01(\x03R\tsenderUid\x12\x12\n" +
 	"\x04kind\x18\x06 \x01(\rR\x04kind\x12\x12\n" +
 	"\x04text\x18\a \x01(\tR\x04text\x12\"\n" +
-	"\rcreated_at_ms\x18\b \x01(\x03R\vcreatedAtMs\"\x92\x01\n" +
+	"\rcreated_at_ms\x18\b \x01(\x03R\vcreatedAtMs\x12&\n" +
+	"\x05event\x18\t \x01(\v2\x10.inboxd.v1.EventR\x05event\"\x8a\x01\n" +
+	"\x05Event\x12(\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x14.inboxd.v1.EventTypeR\x04type\x12\x17\n" +
+	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12#\n" +
+	"\x0eup_to_conv_seq\x18\x03 \x01(\x03R\vupToConvSeq\x12\x19\n" +
+	"\bpeer_uid\x18\x04 \x01(\x03R\apeerUid\"\x92\x01\n" +
 	"\x05Batch\x12#\n" +
 	"\x04lane\x18\x01 \x01(\x0e2\x0f.inboxd.v1.LaneR\x04lane\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.inboxd.v1.MessageR\bmessages\x12\x19\n" +
 	"\bhas_more\x18\x03 \x01(\bR\ahasMore\x12\x19\n" +
-	"\bbatch_id\x18\x04 \x01(\x04R\abatchId\"\x87\x01\n" +
+	"\bbatch_id\x18\x04 \x01(\x04R\abatchId\"\xa6\x01\n" +
 	"\x05Error\x12(\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x14.inboxd.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\x12\x14\n" +
-	"\x05fatal\x18\x04 \x01(\bR\x05fatal\"\x1c\n" +
+	"\x05fatal\x18\x04 \x01(\bR\x05fatal\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\x04R\trequestId\"\x1c\n" +
 	"\x04Pong\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\xdb\x01\n" +
 	"\n" +
@@ -1205,7 +2078,7 @@ const file_inboxd_proto_rawDesc = "" +
 	"\aconv_id\x18\x04 \x01(\x03R\x06convId\x12\x12\n" +
 	"\x04kind\x18\x05 \x01(\rR\x04kind\x12\x12\n" +
 	"\x04text\x18\x06 \x01(\tR\x04text\x12$\n" +
-	"\x0ereceived_at_ms\x18\a \x01(\x03R\freceivedAtMs\"\xae\x01\n" +
+	"\x0ereceived_at_ms\x18\a \x01(\x03R\freceivedAtMs\"\xd6\x01\n" +
 	"\n" +
 	"InboxEntry\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x12\x17\n" +
@@ -1214,7 +2087,8 @@ const file_inboxd_proto_rawDesc = "" +
 	"\n" +
 	"sender_uid\x18\x04 \x01(\x03R\tsenderUid\x12\x12\n" +
 	"\x04kind\x18\x05 \x01(\rR\x04kind\x12\"\n" +
-	"\rcreated_at_ms\x18\x06 \x01(\x03R\vcreatedAtMs*O\n" +
+	"\rcreated_at_ms\x18\x06 \x01(\x03R\vcreatedAtMs\x12&\n" +
+	"\x05event\x18\a \x01(\v2\x10.inboxd.v1.EventR\x05event*O\n" +
 	"\n" +
 	"SendStatus\x12\x1b\n" +
 	"\x17SEND_STATUS_UNSPECIFIED\x10\x00\x12\n" +
@@ -1222,7 +2096,13 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x06STORED\x10\x01\x12\f\n" +
 	"\bREJECTED\x10\x02\x12\n" +
 	"\n" +
-	"\x06FAILED\x10\x03*4\n" +
+	"\x06FAILED\x10\x03*C\n" +
+	"\tEventType\x12\x0e\n" +
+	"\n" +
+	"EVENT_NONE\x10\x00\x12\r\n" +
+	"\tREAD_SYNC\x10\x01\x12\r\n" +
+	"\tDELIVERED\x10\x02\x12\b\n" +
+	"\x04READ\x10\x03*4\n" +
 	"\x04Lane\x12\x14\n" +
 	"\x10LANE_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04LIVE\x10\x01\x12\f\n" +
@@ -1260,36 +2140,54 @@ func file_inboxd_proto_rawDescGZIP() []byte {
 	return file_inboxd_proto_rawDescData
 }
 
-var file_inboxd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_inboxd_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_inboxd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_inboxd_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_inboxd_proto_goTypes = []any{
-	(SendStatus)(0),    // 0: inboxd.v1.SendStatus
-	(Lane)(0),          // 1: inboxd.v1.Lane
-	(ErrorCode)(0),     // 2: inboxd.v1.ErrorCode
-	(*Hello)(nil),      // 3: inboxd.v1.Hello
-	(*Send)(nil),       // 4: inboxd.v1.Send
-	(*Ack)(nil),        // 5: inboxd.v1.Ack
-	(*Ping)(nil),       // 6: inboxd.v1.Ping
-	(*Welcome)(nil),    // 7: inboxd.v1.Welcome
-	(*SendResult)(nil), // 8: inboxd.v1.SendResult
-	(*Message)(nil),    // 9: inboxd.v1.Message
-	(*Batch)(nil),      // 10: inboxd.v1.Batch
-	(*Error)(nil),      // 11: inboxd.v1.Error
-	(*Pong)(nil),       // 12: inboxd.v1.Pong
-	(*SendRecord)(nil), // 13: inboxd.v1.SendRecord
-	(*InboxEntry)(nil), // 14: inboxd.v1.InboxEntry
+	(SendStatus)(0),         // 0: inboxd.v1.SendStatus
+	(EventType)(0),          // 1: inboxd.v1.EventType
+	(Lane)(0),               // 2: inboxd.v1.Lane
+	(ErrorCode)(0),          // 3: inboxd.v1.ErrorCode
+	(*Hello)(nil),           // 4: inboxd.v1.Hello
+	(*Send)(nil),            // 5: inboxd.v1.Send
+	(*Ack)(nil),             // 6: inboxd.v1.Ack
+	(*Ping)(nil),            // 7: inboxd.v1.Ping
+	(*SummaryRequest)(nil),  // 8: inboxd.v1.SummaryRequest
+	(*Pull)(nil),            // 9: inboxd.v1.Pull
+	(*Read)(nil),            // 10: inboxd.v1.Read
+	(*AckRange)(nil),        // 11: inboxd.v1.AckRange
+	(*ReadCount)(nil),       // 12: inboxd.v1.ReadCount
+	(*Welcome)(nil),         // 13: inboxd.v1.Welcome
+	(*Summary)(nil),         // 14: inboxd.v1.Summary
+	(*ConvSummary)(nil),     // 15: inboxd.v1.ConvSummary
+	(*PullResult)(nil),      // 16: inboxd.v1.PullResult
+	(*ReadResult)(nil),      // 17: inboxd.v1.ReadResult
+	(*ReadCountResult)(nil), // 18: inboxd.v1.ReadCountResult
+	(*SendResult)(nil),      // 19: inboxd.v1.SendResult
+	(*Message)(nil),         // 20: inboxd.v1.Message
+	(*Event)(nil),           // 21: inboxd.v1.Event
+	(*Batch)(nil),           // 22: inboxd.v1.Batch
+	(*Error)(nil),           // 23: inboxd.v1.Error
+	(*Pong)(nil),            // 24: inboxd.v1.Pong
+	(*SendRecord)(nil),      // 25: inboxd.v1.SendRecord
+	(*InboxEntry)(nil),      // 26: inboxd.v1.InboxEntry
 }
 var file_inboxd_proto_depIdxs = []int32{
-	0, // 0: inboxd.v1.SendResult.status:type_name -> inboxd.v1.SendStatus
-	2, // 1: inboxd.v1.SendResult.code:type_name -> inboxd.v1.ErrorCode
-	1, // 2: inboxd.v1.Batch.lane:type_name -> inboxd.v1.Lane
-	9, // 3: inboxd.v1.Batch.messages:type_name -> inboxd.v1.Message
-	2, // 4: inboxd.v1.Error.code:type_name -> inboxd.v1.ErrorCode
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	14, // 0: inboxd.v1.Welcome.summary:type_name -> inboxd.v1.Summary
+	15, // 1: inboxd.v1.Summary.convs:type_name -> inboxd.v1.ConvSummary
+	20, // 2: inboxd.v1.PullResult.messages:type_name -> inboxd.v1.Message
+	0,  // 3: inboxd.v1.SendResult.status:type_name -> inboxd.v1.SendStatus
+	3,  // 4: inboxd.v1.SendResult.code:type_name -> inboxd.v1.ErrorCode
+	21, // 5: inboxd.v1.Message.event:type_name -> inboxd.v1.Event
+	1,  // 6: inboxd.v1.Event.type:type_name -> inboxd.v1.EventType
+	2,  // 7: inboxd.v1.Batch.lane:type_name -> inboxd.v1.Lane
+	20, // 8: inboxd.v1.Batch.messages:type_name -> inboxd.v1.Message
+	3,  // 9: inboxd.v1.Error.code:type_name -> inboxd.v1.ErrorCode
+	21, // 10: inboxd.v1.InboxEntry.event:type_name -> inboxd.v1.Event
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_inboxd_proto_init() }
@@ -1302,8 +2200,8 @@ func file_inboxd_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inboxd_proto_rawDesc), len(file_inboxd_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   12,
+			NumEnums:      4,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -23,6 +23,9 @@ func Config(t testing.TB, databaseURL string) config.Config {
 	c.TokenSecret = testenv.Secret
 	c.Layout.InboxPartitions = 4
 	c.Layout.SendPartitions = 4
+	// Tests see a new device's whole inbox unless they test the window.
+	c.NewDeviceMax = 1 << 30
+	c.PullRate = 1000
 	return c
 }
 

@@ -1,0 +1,158 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/wire"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// Requests other than sends and acks (summary, pull, read, read count) run
+// off the reader goroutine, at most maxRequests per connection at a time;
+// their answers carry the request's id.
+const maxRequests = 4
+
+func (c *Conn) request(id uint64, fn func(ctx context.Context) (proto.Message, error)) {
+	select {
+	case c.reqs <- struct{}{}:
+	default:
+		c.enqueue(outItem{msg: &pb.Error{Code: pb.ErrorCode_RATE_LIMITED, RequestId: id, RetryAfterMs: 100,
+			Message: "too many requests in flight on this connection"}})
+		return
+	}
+	go func() {
+		defer func() { <-c.reqs }()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := fn(ctx)
+		if err != nil {
+			c.enqueue(outItem{msg: requestError(id, err)})
+			return
+		}
+		c.enqueue(outItem{msg: resp})
+	}()
+}
+
+func requestError(id uint64, err error) *pb.Error {
+	var we *wire.Error
+	switch {
+	case errors.As(err, &we):
+	case errors.Is(err, store.ErrNotMember):
+		we = wire.Errorf(pb.ErrorCode_NOT_MEMBER, "not a member of this conversation")
+	case errors.Is(err, store.ErrConvNotFound):
+		we = wire.Errorf(pb.ErrorCode_CONV_NOT_FOUND, "no such conversation")
+	default:
+		we = wire.Errorf(pb.ErrorCode_UNAVAILABLE, "try again later")
+	}
+	e := we.Proto()
+	e.RequestId = id
+	return e
+}
+
+// limited answers RATE_LIMITED with the wait the limiter asks for.
+func limited(l *rate.Limiter) error {
+	if l == nil {
+		return nil
+	}
+	r := l.Reserve()
+	if d := r.Delay(); d > 0 {
+		r.Cancel()
+		e := wire.Errorf(pb.ErrorCode_RATE_LIMITED, "too many pulls; retry in %s", d.Round(time.Millisecond))
+		e.RetryAfterMs = uint32(d / time.Millisecond)
+		return e
+	}
+	return nil
+}
+
+func (c *Conn) summary(ctx context.Context) (*pb.Summary, error) {
+	rows, err := c.g.st.Summary(ctx, c.id.UID)
+	if err != nil {
+		return nil, err
+	}
+	s := &pb.Summary{}
+	for _, r := range rows {
+		s.Convs = append(s.Convs, &pb.ConvSummary{ConvId: r.ConvID, Unread: r.Unread, LastSeq: r.LastSeq, ReadSeq: r.ReadSeq,
+			LastMsgId: r.LastMsgID, LastSenderUid: r.LastSenderUID, LastPreview: r.LastPreview, LastAtMs: r.LastAt.UnixMilli()})
+	}
+	return s, nil
+}
+
+func (c *Conn) handlePull(p *pb.Pull) {
+	c.request(p.GetRequestId(), func(ctx context.Context) (proto.Message, error) {
+		if p.GetConvId() <= 0 || p.GetLimit() > store.MaxPull || p.GetAfterConvSeq() < 0 || p.GetBeforeConvSeq() < 0 {
+			return nil, wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "pull needs conv_id > 0, limit ≤ %d and non-negative positions", store.MaxPull)
+		}
+		if err := limited(c.g.router.pullLimiter(c.id.UID)); err != nil {
+			return nil, err
+		}
+		msgs, more, err := c.g.st.Pull(ctx, c.id.UID, p.GetConvId(), p.GetAfterConvSeq(), p.GetBeforeConvSeq(), int(p.GetLimit()))
+		if err != nil {
+			return nil, err
+		}
+		res := &pb.PullResult{RequestId: p.GetRequestId(), ConvId: p.GetConvId(), HasMore: more}
+		for _, m := range msgs {
+			res.Messages = append(res.Messages, &pb.Message{MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq,
+				SenderUid: m.SenderUID, Kind: m.Kind, Text: m.Text, CreatedAtMs: m.CreatedAtMs})
+		}
+		return res, nil
+	})
+}
+
+func (c *Conn) handleRead(r *pb.Read) {
+	c.request(r.GetRequestId(), func(ctx context.Context) (proto.Message, error) {
+		if r.GetConvId() <= 0 || r.GetUpToConvSeq() < 0 {
+			return nil, wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "read needs conv_id > 0 and up_to_conv_seq ≥ 0")
+		}
+		uid := c.id.UID
+		readSeq, vis, err := c.g.st.MarkRead(ctx, uid, r.GetConvId(), r.GetUpToConvSeq())
+		if err != nil {
+			return nil, err
+		}
+		seq := strconv.FormatInt(readSeq, 10)
+		conv := strconv.FormatInt(r.GetConvId(), 10)
+		// Every device of the user (this one included) learns the position.
+		if err := c.g.publishEvent(ctx, uid, &pb.Event{Type: pb.EventType_READ_SYNC, ConvId: r.GetConvId(), UpToConvSeq: readSeq},
+			"rs:"+conv+":"+strconv.FormatInt(uid, 10)+":"+seq); err != nil {
+			return nil, err
+		}
+		if vis.Kind == store.KindDirect && vis.PeerUID != 0 {
+			if err := c.g.publishEvent(ctx, vis.PeerUID, &pb.Event{Type: pb.EventType_READ, ConvId: r.GetConvId(), UpToConvSeq: readSeq, PeerUid: uid},
+				"rd:"+conv+":"+strconv.FormatInt(uid, 10)+":"+seq); err != nil {
+				c.log.Warn("read receipt", zap.Error(err))
+			}
+		}
+		return &pb.ReadResult{RequestId: r.GetRequestId(), ConvId: r.GetConvId(), ReadSeq: readSeq}, nil
+	})
+}
+
+func (c *Conn) handleReadCount(r *pb.ReadCount) {
+	c.request(r.GetRequestId(), func(ctx context.Context) (proto.Message, error) {
+		if _, err := c.g.st.Visible(ctx, c.id.UID, r.GetConvId()); err != nil {
+			return nil, err
+		}
+		read, members, err := c.g.st.ReadCount(ctx, r.GetConvId(), r.GetConvSeq())
+		if err != nil {
+			return nil, err
+		}
+		return &pb.ReadCountResult{RequestId: r.GetRequestId(), ConvId: r.GetConvId(), ConvSeq: r.GetConvSeq(), Read: read, Members: members}, nil
+	})
+}
+
+func (c *Conn) handleSummaryRequest() {
+	c.request(0, func(ctx context.Context) (proto.Message, error) {
+		s, err := c.summary(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.Pending = c.session().pending(ctx)
+		return s, nil
+	})
+}
