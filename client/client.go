@@ -57,6 +57,11 @@ type Options struct {
 	// NoAck never confirms anything: like a client that crashes before it
 	// stored what it got (tests, inboxctl sync --no-ack).
 	NoAck bool
+	// OnEvent, when set, is called (on the delivery goroutine) with each
+	// per-user event: read_sync from the user's other devices, delivered and
+	// read receipts of direct conversations. Conversations() reflects them
+	// either way.
+	OnEvent func(Event)
 }
 
 func (o *Options) setDefaults() {
@@ -105,7 +110,10 @@ type Client struct {
 	nextOrd  uint64
 	sendMu   sync.Mutex // orders writes of sends
 
-	recv *receiver // nil without a Handler
+	recv    *receiver // nil without a Handler
+	convs   map[int64]*Conversation
+	reqs    map[uint64]chan proto.Message
+	nextReq uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -146,6 +154,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	c.mu.Lock()
 	c.cur, c.welcome = s, s.welcome
 	c.mu.Unlock()
+	c.applySummary(s.welcome.GetSummary())
 	go c.run(s)
 	return c, nil
 }
@@ -290,6 +299,9 @@ func (c *Client) up(s *session) {
 	c.cur = s
 	c.welcome = s.welcome
 	c.inflight = 0
+	c.mu.Unlock()
+	c.applySummary(s.welcome.GetSummary())
+	c.mu.Lock()
 	c.limit = int(s.welcome.GetMaxInflightSends())
 	if c.limit <= 0 {
 		c.limit = 256
@@ -438,12 +450,23 @@ func (s *session) handle(m proto.Message) {
 		s.c.onSendResult(s, m)
 	case *pb.Error:
 		err := wire.FromProto(m)
+		if m.GetRequestId() != 0 && s.c.answer(m.GetRequestId(), m) {
+			return
+		}
 		s.c.report(err)
 		if err.Fatal {
 			s.conn.close()
 		}
 	case *pb.Batch:
 		s.c.toReceiver(event{s: s, batch: m})
+	case *pb.PullResult:
+		s.c.answer(m.GetRequestId(), m)
+	case *pb.ReadResult:
+		s.c.answer(m.GetRequestId(), m)
+	case *pb.ReadCountResult:
+		s.c.answer(m.GetRequestId(), m)
+	case *pb.Summary:
+		s.c.answer(m.GetRequestId(), m)
 	case *pb.Pong:
 	}
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"time"
@@ -47,11 +48,13 @@ type receiver struct {
 }
 
 type event struct {
-	s       *session
-	batch   *pb.Batch
-	down    bool          // s ended
-	start   bool          // s started; welcome.pending tells whether backfill is due
-	closing chan struct{} // the client closes: confirm what was handled, then close this
+	s        *session
+	batch    *pb.Batch
+	down     bool          // s ended
+	start    bool          // s started; welcome.pending tells whether backfill is due
+	closing  chan struct{} // the client closes: confirm what was handled, then close this
+	pulled   []Message     // a gap-filling pull's answer (conv pullConv)
+	pullConv int64
 }
 
 type batchTrack struct {
@@ -70,6 +73,7 @@ type pendingMsg struct {
 type convBuf struct {
 	hwm     int64 // highest conv_seq handed over (0: none yet)
 	pending []pendingMsg
+	pull    int // gap fill by conversation pull: 0 none, 1 running, 2 done
 }
 
 func newReceiver(c *Client) *receiver {
@@ -109,6 +113,17 @@ func (r *receiver) run() {
 
 func (r *receiver) handle(ev event) {
 	switch {
+	case ev.pullConv != 0:
+		cb := r.convs[ev.pullConv]
+		if cb == nil {
+			return
+		}
+		cb.pull = 2
+		now := time.Now()
+		for _, m := range ev.pulled {
+			i, _ := slices.BinarySearchFunc(cb.pending, m.ConvSeq, func(p pendingMsg, s int64) int { return int(p.m.ConvSeq - s) })
+			cb.pending = slices.Insert(cb.pending, i, pendingMsg{m: m, arrived: now})
+		}
 	case ev.closing != nil:
 		r.release()
 		r.confirmPartial()
@@ -152,9 +167,15 @@ func (r *receiver) handle(ev event) {
 		}
 		r.c.mu.Unlock()
 		for _, pm := range b.GetMessages() {
-			m := Message{Seq: pm.GetSeq(), MsgID: pm.GetMsgId(), ConvID: pm.GetConvId(), ConvSeq: pm.GetConvSeq(),
-				SenderUID: pm.GetSenderUid(), Kind: pm.GetKind(), Text: pm.GetText(),
-				CreatedAt: time.UnixMilli(pm.GetCreatedAtMs()), Lane: lane}
+			if ev := pm.GetEvent(); ev != nil {
+				// Events are applied at once (they carry positions, which
+				// only ever grow) and confirmed with their batch.
+				r.c.applyEvent(Event{Type: ev.GetType(), ConvID: ev.GetConvId(), UpTo: ev.GetUpToConvSeq(), PeerUID: ev.GetPeerUid(), Seq: pm.GetSeq()})
+				bt.left--
+				bt.handled = append(bt.handled, pm.GetSeq())
+				continue
+			}
+			m := fromProto(pm, lane)
 			cb := r.convs[m.ConvID]
 			if cb == nil {
 				cb = &convBuf{}
@@ -195,16 +216,31 @@ func (r *receiver) release() {
 			}
 			next := p.m.ConvSeq <= cb.hwm+1
 			if !next {
-				final := p.m.Lane == "backfill" || (r.idle && now.Sub(p.arrived) >= r.c.opts.GapWait)
+				final := p.m.Lane != "live" || (r.idle && now.Sub(p.arrived) >= r.c.opts.GapWait)
 				if !final {
 					break
 				}
+				if p.m.Lane == "live" && cb.hwm > 0 && cb.pull != 2 {
+					// A real gap in a conversation this client follows:
+					// fill it from the conversation timeline first.
+					if cb.pull == 0 {
+						cb.pull = 1
+						go r.fillGap(p.m.ConvID, cb.hwm, p.m.ConvSeq)
+					}
+					break
+				}
 			}
+			cb.pull = 0
 			if err := r.c.opts.Handler(p.m); err != nil {
+				if p.b == nil { // a pulled message: nothing to reconnect for
+					r.stopped = errors.Is(err, ErrStop)
+					return
+				}
 				r.handlerFailed(p, err)
 				return
 			}
 			r.seen.add(p.m.MsgID)
+			r.c.applyMessage(p.m, r.c.Welcome().GetUid())
 			r.c.mu.Lock()
 			r.stats.Handled++
 			r.c.mu.Unlock()
@@ -216,8 +252,39 @@ func (r *receiver) release() {
 }
 
 func (r *receiver) done(p pendingMsg) {
+	if p.b == nil {
+		return // pulled: not an inbox entry, nothing to confirm
+	}
 	p.b.left--
 	p.b.handled = append(p.b.handled, p.m.Seq)
+}
+
+// fillGap pulls the messages between hwm and before of a conversation.
+func (r *receiver) fillGap(conv, hwm, before int64) {
+	ctx, cancel := context.WithTimeout(r.c.ctx, 5*time.Second)
+	defer cancel()
+	var got []Message
+	after := hwm
+	for after+1 < before {
+		msgs, more, err := r.c.Pull(ctx, conv, after, 0, int(min(before-after-1, 50)))
+		if err != nil {
+			r.c.report(err)
+			break
+		}
+		for _, m := range msgs {
+			if m.ConvSeq < before {
+				got = append(got, m)
+				after = m.ConvSeq
+			}
+		}
+		if !more || len(msgs) == 0 || after >= before-1 {
+			break
+		}
+	}
+	select {
+	case r.in <- event{pullConv: conv, pulled: got}:
+	case <-r.c.ctx.Done():
+	}
 }
 
 func (r *receiver) handlerFailed(p pendingMsg, err error) {

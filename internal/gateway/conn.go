@@ -339,7 +339,7 @@ func (c *Conn) handle(t wire.FrameType, m proto.Message) bool {
 		}
 		return true
 	case *pb.SummaryRequest:
-		c.handleSummaryRequest()
+		c.handleSummaryRequest(m)
 		return true
 	case *pb.Pull:
 		c.handlePull(m)

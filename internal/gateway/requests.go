@@ -146,13 +146,13 @@ func (c *Conn) handleReadCount(r *pb.ReadCount) {
 	})
 }
 
-func (c *Conn) handleSummaryRequest() {
-	c.request(0, func(ctx context.Context) (proto.Message, error) {
+func (c *Conn) handleSummaryRequest(r *pb.SummaryRequest) {
+	c.request(r.GetRequestId(), func(ctx context.Context) (proto.Message, error) {
 		s, err := c.summary(ctx)
 		if err != nil {
 			return nil, err
 		}
-		s.Pending = c.session().pending(ctx)
+		s.Pending, s.RequestId = c.session().pending(ctx), r.GetRequestId()
 		return s, nil
 	})
 }

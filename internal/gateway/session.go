@@ -814,13 +814,15 @@ func (s *session) pending(ctx context.Context) uint64 {
 // drain from the cursor skips them; the cursor still moves only over what
 // is confirmed.
 func (s *session) sendNewest(ctx context.Context) error {
-	info := s.g.parts.get(s.p)
+	arch, err := s.g.st.ArchiveProgress(ctx) // fresh: the cached mark may be a refresh behind
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	cursor := s.cursor
 	s.mu.Unlock()
 	pg := getPage()
-	var err error
-	pg.msgs, err = s.g.st.NewestPage(ctx, pg.msgs[:0], s.uid, cursor, info.archived, s.prof.pageSize)
+	pg.msgs, err = s.g.st.NewestPage(ctx, pg.msgs[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
 	if err != nil || len(pg.msgs) == 0 {
 		putPage(pg)
 		return err

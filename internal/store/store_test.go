@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/inboxd/inboxd/internal/store"
@@ -94,5 +95,37 @@ func TestMembershipChangesBumpVersionAndKeepHistory(t *testing.T) {
 	}
 	if _, err := st.AddMembers(ctx, 999999, []int64{1}); !errors.Is(err, store.ErrConvNotFound) {
 		t.Fatalf("add to missing conversation: err = %v", err)
+	}
+}
+
+// The login summary is served by indexes, never by scanning inboxes or the
+// whole membership table: checked on 40,000 memberships and 80,000 messages.
+func TestSummaryQueryUsesIndexes(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	_, err := st.Pool.Exec(ctx, `
+		INSERT INTO conversation (conv_id, kind, last_seq) SELECT g, 2, 20 FROM generate_series(1, 4000) g;
+		INSERT INTO conv_member (conv_id, uid) SELECT c, u FROM generate_series(1, 4000) c, generate_series(1, 10) u
+		  WHERE u <= 10;
+		INSERT INTO msg_content (msg_id, conv_id, conv_seq, sender_uid, sender_device, client_msg_id, kind, body, created_at)
+		  SELECT g * 100 + s, g, s, 1, 'd', 'c' || g || '-' || s, 1, 'hello', now()
+		  FROM generate_series(1, 4000) g, generate_series(1, 20) s;
+		ANALYZE`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := st.ExplainSummary(ctx, 12345)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary plan:\n%s", plan)
+	if !strings.Contains(plan, "conv_member_by_uid") {
+		t.Fatalf("the summary does not use the conv_member_by_uid index:\n%s", plan)
+	}
+	if !strings.Contains(plan, "conv_seq = c.last_seq") {
+		t.Fatalf("the last message is not looked up by (conv_id, conv_seq):\n%s", plan)
+	}
+	if strings.Contains(plan, "Seq Scan on conv_member") || strings.Contains(plan, "Seq Scan on msg_content") {
+		t.Fatalf("the summary scans a table:\n%s", plan)
 	}
 }

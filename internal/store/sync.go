@@ -36,7 +36,9 @@ const sqlSummary = `
 	       GREATEST(m.read_seq, m.joined_seq), lm.msg_id, lm.sender_uid, left(lm.body, 80), lm.created_at
 	FROM conv_member m
 	JOIN conversation c ON c.conv_id = m.conv_id
-	JOIN msg_content lm ON lm.conv_id = c.conv_id AND lm.conv_seq = c.last_seq
+	CROSS JOIN LATERAL (
+		SELECT msg_id, sender_uid, body, created_at FROM msg_content
+		WHERE conv_id = c.conv_id AND conv_seq = c.last_seq) lm
 	WHERE m.uid = $1 AND m.left_seq IS NULL AND c.last_seq > GREATEST(m.read_seq, m.joined_seq)
 	ORDER BY lm.created_at DESC
 	LIMIT $2`

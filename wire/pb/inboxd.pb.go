@@ -522,6 +522,7 @@ func (x *Ping) GetNonce() uint64 {
 // SummaryRequest asks for the login summary again; answered by Summary.
 type SummaryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -554,6 +555,13 @@ func (x *SummaryRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use SummaryRequest.ProtoReflect.Descriptor instead.
 func (*SummaryRequest) Descriptor() ([]byte, []int) {
 	return file_inboxd_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SummaryRequest) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
 }
 
 // Pull reads a conversation's timeline (for opening it, filling a conv_seq
@@ -947,6 +955,7 @@ type Summary struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Convs         []*ConvSummary         `protobuf:"bytes,1,rep,name=convs,proto3" json:"convs,omitempty"`
 	Pending       uint64                 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	RequestId     uint64                 `protobuf:"varint,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // the SummaryRequest it answers (0 in the welcome)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -991,6 +1000,13 @@ func (x *Summary) GetConvs() []*ConvSummary {
 func (x *Summary) GetPending() uint64 {
 	if x != nil {
 		return x.Pending
+	}
+	return 0
+}
+
+func (x *Summary) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
 	}
 	return 0
 }
@@ -1963,8 +1979,10 @@ const file_inboxd_proto_rawDesc = "" +
 	"\tbatch_ids\x18\x01 \x03(\x04R\bbatchIds\x12\x12\n" +
 	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\"\x1c\n" +
 	"\x04Ping\x12\x14\n" +
-	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\x10\n" +
-	"\x0eSummaryRequest\"\xa2\x01\n" +
+	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"/\n" +
+	"\x0eSummaryRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\"\xa2\x01\n" +
 	"\x04Pull\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
@@ -1997,10 +2015,12 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x12max_inflight_sends\x18\n" +
 	" \x01(\rR\x10maxInflightSends\x12,\n" +
 	"\asummary\x18\v \x01(\v2\x12.inboxd.v1.SummaryR\asummary\x12(\n" +
-	"\x10offline_too_long\x18\f \x01(\bR\x0eofflineTooLong\"Q\n" +
+	"\x10offline_too_long\x18\f \x01(\bR\x0eofflineTooLong\"p\n" +
 	"\aSummary\x12,\n" +
 	"\x05convs\x18\x01 \x03(\v2\x16.inboxd.v1.ConvSummaryR\x05convs\x12\x18\n" +
-	"\apending\x18\x02 \x01(\x04R\apending\"\xfd\x01\n" +
+	"\apending\x18\x02 \x01(\x04R\apending\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\x04R\trequestId\"\xfd\x01\n" +
 	"\vConvSummary\x12\x17\n" +
 	"\aconv_id\x18\x01 \x01(\x03R\x06convId\x12\x16\n" +
 	"\x06unread\x18\x02 \x01(\x03R\x06unread\x12\x19\n" +

@@ -1,0 +1,153 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inboxd/inboxd/wire"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// request sends m (whose request_id is set by build) on the current session
+// and waits for the answer carrying that id.
+func (c *Client) request(ctx context.Context, build func(id uint64) proto.Message) (proto.Message, error) {
+	c.mu.Lock()
+	s := c.cur
+	c.nextReq++
+	id := c.nextReq
+	ch := make(chan proto.Message, 1)
+	if c.reqs == nil {
+		c.reqs = map[uint64]chan proto.Message{}
+	}
+	c.reqs[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.reqs, id)
+		c.mu.Unlock()
+	}()
+	if s == nil {
+		return nil, errors.New("client: not connected")
+	}
+	if err := s.write(build(id)); err != nil {
+		return nil, err
+	}
+	select {
+	case m := <-ch:
+		if e, ok := m.(*pb.Error); ok {
+			return nil, wire.FromProto(e)
+		}
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.done:
+		return nil, errors.New("client: connection lost before the answer")
+	}
+}
+
+// answer routes a response to its request; it reports whether one waited.
+func (c *Client) answer(id uint64, m proto.Message) bool {
+	c.mu.Lock()
+	ch := c.reqs[id]
+	c.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	select {
+	case ch <- m:
+	default:
+	}
+	return true
+}
+
+// Pull reads a conversation's timeline: up to limit (≤ 50) messages after
+// afterConvSeq, or, with beforeConvSeq > 0, the last ones before it; always
+// in ascending conv_seq. hasMore says more remain in that direction. Pulls
+// are rate limited per user (RATE_LIMITED carries the wait).
+func (c *Client) Pull(ctx context.Context, convID, afterConvSeq, beforeConvSeq int64, limit int) ([]Message, bool, error) {
+	m, err := c.request(ctx, func(id uint64) proto.Message {
+		return &pb.Pull{RequestId: id, ConvId: convID, AfterConvSeq: afterConvSeq, BeforeConvSeq: beforeConvSeq, Limit: uint32(limit)}
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	r, ok := m.(*pb.PullResult)
+	if !ok {
+		return nil, false, fmt.Errorf("client: pull answered with %T", m)
+	}
+	out := make([]Message, 0, len(r.GetMessages()))
+	for _, pm := range r.GetMessages() {
+		out = append(out, fromProto(pm, "pull"))
+	}
+	return out, r.GetHasMore(), nil
+}
+
+// Read marks the conversation read up to upToConvSeq on every device of the
+// user (and, in a direct conversation, tells the peer). It returns the read
+// position after the request.
+func (c *Client) Read(ctx context.Context, convID, upToConvSeq int64) (int64, error) {
+	m, err := c.request(ctx, func(id uint64) proto.Message {
+		return &pb.Read{RequestId: id, ConvId: convID, UpToConvSeq: upToConvSeq}
+	})
+	if err != nil {
+		return 0, err
+	}
+	r, ok := m.(*pb.ReadResult)
+	if !ok {
+		return 0, fmt.Errorf("client: read answered with %T", m)
+	}
+	c.applyRead(convID, r.GetReadSeq())
+	return r.GetReadSeq(), nil
+}
+
+// ReadCount returns how many members of a group read message convSeq, out
+// of those who can see it.
+func (c *Client) ReadCount(ctx context.Context, convID, convSeq int64) (read, members int64, err error) {
+	m, err := c.request(ctx, func(id uint64) proto.Message {
+		return &pb.ReadCount{RequestId: id, ConvId: convID, ConvSeq: convSeq}
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	r, ok := m.(*pb.ReadCountResult)
+	if !ok {
+		return 0, 0, fmt.Errorf("client: read count answered with %T", m)
+	}
+	return r.GetRead(), r.GetMembers(), nil
+}
+
+// Summary asks for the login summary again.
+func (c *Client) Summary(ctx context.Context) (*pb.Summary, error) {
+	m, err := c.request(ctx, func(id uint64) proto.Message { return &pb.SummaryRequest{RequestId: id} })
+	if err != nil {
+		return nil, err
+	}
+	s, ok := m.(*pb.Summary)
+	if !ok {
+		return nil, fmt.Errorf("client: summary answered with %T", m)
+	}
+	c.applySummary(s)
+	return s, nil
+}
+
+// AckRange confirms every entry of the device's inbox up to seq, including
+// those not fetched (after an offline-too-long welcome, for instance).
+func (c *Client) AckRange(seq uint64) error {
+	c.mu.Lock()
+	s := c.cur
+	c.mu.Unlock()
+	if s == nil {
+		return errors.New("client: not connected")
+	}
+	return s.write(&pb.AckRange{UpToSeq: seq})
+}
+
+func fromProto(pm *pb.Message, lane string) Message {
+	return Message{Seq: pm.GetSeq(), MsgID: pm.GetMsgId(), ConvID: pm.GetConvId(), ConvSeq: pm.GetConvSeq(),
+		SenderUID: pm.GetSenderUid(), Kind: pm.GetKind(), Text: pm.GetText(),
+		CreatedAt: time.UnixMilli(pm.GetCreatedAtMs()), Lane: lane}
+}
