@@ -6,6 +6,8 @@
 //	inboxctl conv show --conv C
 //	inboxctl send --uid U --device D --conv C --text T [--count K] [--client-msg-id ID]
 //	inboxctl sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind K]
+//	inboxctl trace MSG_ID
+//	inboxctl audit [--older-than 10m]
 //	inboxctl token --uid U --device D [--ttl 24h]
 //	inboxctl streams export --dir DIR
 //
@@ -34,6 +36,8 @@ commands:
                                                              send K messages in order; one JSON result per line
   sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind mobile|desktop|web]
                                                              print the device's messages, one JSON line each, and confirm them
+  trace MSG_ID                                               a message's status per recipient and device (STORED, DELIVERED, READ)
+  audit [--older-than 10m]                                   messages that connected devices did not confirm
   token --uid U --device D [--ttl 24h]                       print a signed client token
   streams export --dir DIR                                   write every stream and consumer definition as JSON
 
@@ -63,6 +67,10 @@ func run(ctx context.Context, args []string) int {
 		return sendCmd(ctx, rest)
 	case "sync":
 		return syncCmd(ctx, rest)
+	case "trace":
+		return traceCmd(ctx, rest)
+	case "audit":
+		return auditCmd(ctx, rest)
 	case "token":
 		return tokenCmd(rest)
 	case "streams":

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
@@ -142,5 +144,16 @@ func TestSyncContract(t *testing.T) {
 	}
 	if again := run("sync", "--uid", "2", "--device", "d", "--idle", "500ms"); len(again) != 0 {
 		t.Fatalf("a confirmed inbox printed %d lines again", len(again))
+	}
+	// trace: one line per recipient and device.
+	time.Sleep(1500 * time.Millisecond) // the device cursor mirror is written once a second
+	msgID := strconv.FormatInt(int64(rest[5]["msg_id"].(float64)), 10)
+	tr := run("trace", msgID)
+	statuses := map[string]string{}
+	for _, l := range tr {
+		statuses[fmt.Sprint(l["uid"], "/", l["device"])] = l["status"].(string)
+	}
+	if statuses["2/d"] != "DELIVERED" {
+		t.Fatalf("trace %s: %v", msgID, tr)
 	}
 }

@@ -14,6 +14,8 @@ const (
 	SubjectConvAdd    = "inboxd.admin.conv.add"
 	SubjectConvRemove = "inboxd.admin.conv.remove"
 	SubjectConvShow   = "inboxd.admin.conv.show"
+	SubjectMsgTrace   = "inboxd.admin.msg.trace"
+	SubjectAudit      = "inboxd.admin.audit"
 
 	// SubjectConvChanged (core NATS) announces a membership change; its
 	// payload is the decimal conv_id. Caches listen to it; correctness does
@@ -62,3 +64,22 @@ const (
 	CodeNotFound   = "404"
 	CodeInternal   = "500"
 )
+
+// TraceRequest names a message.
+type TraceRequest struct {
+	MsgID int64 `json:"msg_id"`
+}
+
+// TraceResponse is the message's derived status per recipient and device.
+type TraceResponse = store.TraceMessage
+
+// AuditRequest asks for stuck messages older than OlderThanMs.
+type AuditRequest struct {
+	OlderThanMs int64 `json:"older_than_ms"`
+	Limit       int   `json:"limit,omitempty"` // default 1000
+}
+
+// AuditResponse lists them.
+type AuditResponse struct {
+	Stuck []store.Stuck `json:"stuck"`
+}

@@ -60,3 +60,15 @@ func (c *Client) ShowConv(ctx context.Context, convID int64) (*ShowConvResponse,
 	var out ShowConvResponse
 	return &out, c.call(ctx, SubjectConvShow, ShowConvRequest{ConvID: convID}, &out)
 }
+
+// Trace returns a message's derived status.
+func (c *Client) Trace(ctx context.Context, msgID int64) (*TraceResponse, error) {
+	var out TraceResponse
+	return &out, c.call(ctx, SubjectMsgTrace, TraceRequest{MsgID: msgID}, &out)
+}
+
+// Audit lists stuck messages.
+func (c *Client) Audit(ctx context.Context, r AuditRequest) (AuditResponse, error) {
+	var out AuditResponse
+	return out, c.call(ctx, SubjectAudit, r, &out)
+}

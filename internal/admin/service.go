@@ -8,23 +8,28 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/zap"
 
+	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
 )
 
 // Service serves the admin API.
 type Service struct {
 	nc  *nats.Conn
+	js  jetstream.JetStream
+	l   streams.Layout
 	st  *store.Store
 	log *zap.Logger
 	svc micro.Service
 }
 
 // Start registers the micro service on nc. Stop it with Stop.
-func Start(nc *nats.Conn, st *store.Store, log *zap.Logger) (*Service, error) {
-	s := &Service{nc: nc, st: st, log: log}
+func Start(nc *nats.Conn, js jetstream.JetStream, l streams.Layout, st *store.Store, log *zap.Logger) (*Service, error) {
+	s := &Service{nc: nc, js: js, l: l, st: st, log: log}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     Version,
@@ -42,6 +47,8 @@ func Start(nc *nats.Conn, st *store.Store, log *zap.Logger) (*Service, error) {
 		{"conv_add", SubjectConvAdd, s.add},
 		{"conv_remove", SubjectConvRemove, s.remove},
 		{"conv_show", SubjectConvShow, s.show},
+		{"msg_trace", SubjectMsgTrace, s.trace},
+		{"audit", SubjectAudit, s.audit},
 	} {
 		if err := svc.AddEndpoint(e.name, s.handler(e.h), micro.WithEndpointSubject(e.subject)); err != nil {
 			_ = svc.Stop()
@@ -64,7 +71,7 @@ func (s *Service) handler(h func(context.Context, micro.Request) (any, error)) m
 			switch {
 			case errors.Is(err, store.ErrInvalid), errors.Is(err, errBadJSON):
 				code = CodeBadRequest
-			case errors.Is(err, store.ErrConvNotFound):
+			case errors.Is(err, store.ErrConvNotFound), errors.Is(err, store.ErrMsgNotFound):
 				code = CodeNotFound
 			default:
 				s.log.Error("admin request", zap.String("subject", req.Subject()), zap.Error(err))
@@ -128,4 +135,58 @@ func (s *Service) show(ctx context.Context, req micro.Request) (any, error) {
 		return nil, err
 	}
 	return s.st.GetConversation(ctx, r.ConvID)
+}
+
+// trace derives a message's status per recipient and device: STORED (the
+// content row exists), DELIVERED (the device's cursor passed the entry),
+// READ (the recipient's read_seq reached its conv_seq). Device cursors are
+// read from their consumers (the ack floor), or from the mirror when the
+// consumer is gone.
+func (s *Service) trace(ctx context.Context, req micro.Request) (any, error) {
+	var r TraceRequest
+	if err := decode(req, &r); err != nil {
+		return nil, err
+	}
+	t, err := s.st.Trace(ctx, r.MsgID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range t.Recipients {
+		rc := &t.Recipients[i]
+		rc.Status = "STORED"
+		if rc.ReadSeq >= t.ConvSeq {
+			rc.Status = "READ"
+		}
+		stream := streams.InboxStream(ids.Partition(rc.UID, s.l.InboxPartitions))
+		for j := range rc.Devices {
+			d := &rc.Devices[j]
+			if c, err := s.js.Consumer(ctx, stream, d.Consumer); err == nil {
+				d.Cursor = max(d.Cursor, c.CachedInfo().AckFloor.Stream)
+			}
+			switch {
+			case rc.Status == "READ":
+				d.Status = "READ"
+			case rc.Seq > 0 && d.Cursor >= rc.Seq:
+				d.Status = "DELIVERED"
+			default:
+				d.Status = "STORED"
+			}
+		}
+	}
+	return t, nil
+}
+
+func (s *Service) audit(ctx context.Context, req micro.Request) (any, error) {
+	var r AuditRequest
+	if err := decode(req, &r); err != nil {
+		return nil, err
+	}
+	if r.Limit <= 0 || r.Limit > 10000 {
+		r.Limit = 1000
+	}
+	stuck, err := s.st.Audit(ctx, time.Duration(r.OlderThanMs)*time.Millisecond, r.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return AuditResponse{Stuck: stuck}, nil
 }

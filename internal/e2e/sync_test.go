@@ -387,3 +387,58 @@ func TestGroupReadCount(t *testing.T) {
 		}
 	}
 }
+
+// trace derives STORED / DELIVERED / READ per recipient and device; audit
+// finds a message stuck behind a device that stopped confirming.
+func TestTraceAndAudit(t *testing.T) {
+	n := testnode.AllInOne(t)
+	conv := createConv(t, n, true, 1, 2, 3, 4) // 2: offline, 3: delivered, 4: read
+	ctx := ctxT(t, 30*time.Second)
+	dev3 := connectDevice(t, n, 3, "d3", deviceOpts{})
+	dev4 := connectDevice(t, n, 4, "d4", deviceOpts{})
+	stuck := connectDevice(t, n, 2, "stuck", deviceOpts{noAck: true}) // receives, never confirms
+	snd := connectDevice(t, n, 1, "d1", deviceOpts{})                 // an application: it confirms its own copy too
+	r, err := snd.c.Send(ctx, conv, "tr-1", "traced")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := r.MsgID
+	snd.waitFor(1, 10*time.Second)
+	dev3.waitFor(1, 10*time.Second)
+	dev4.waitFor(1, 10*time.Second)
+	stuck.waitFor(1, 10*time.Second)
+	if _, err := dev4.c.Read(ctx, conv, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitArchived(t, n, 4+1)             // the message's 4 entries and 4's read_sync
+	time.Sleep(1500 * time.Millisecond) // mirror flush
+
+	ac := &admin.Client{NC: n.NC}
+	tr, err := ac.Trace(ctx, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[int64]string{}
+	for _, r := range tr.Recipients {
+		for _, d := range r.Devices {
+			status[r.UID] = d.Status
+		}
+		if len(r.Devices) == 0 {
+			status[r.UID] = r.Status
+		}
+	}
+	want := map[int64]string{2: "STORED", 3: "DELIVERED", 4: "READ", 1: "READ"}
+	for uid, w := range want {
+		if status[uid] != w {
+			t.Fatalf("trace: uid %d is %q, want %q (all: %v)", uid, status[uid], w, status)
+		}
+	}
+
+	a, err := ac.Audit(ctx, admin.AuditRequest{OlderThanMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Stuck) != 1 || a.Stuck[0].UID != 2 || a.Stuck[0].Device != "stuck" || a.Stuck[0].MsgID != msg {
+		t.Fatalf("audit: %+v, want the message stuck behind uid 2's device", a.Stuck)
+	}
+}

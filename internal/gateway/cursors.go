@@ -59,15 +59,29 @@ func (cm *cursorMirror) flush(ctx context.Context) {
 	}
 }
 
+// touchEvery is how often a connected device's row is refreshed
+// (last_seen_at) even when its cursor did not move.
+const touchEvery = 30 * time.Second
+
 func (cm *cursorMirror) run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	lastTouch := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			cm.flush(context.Background())
 			return
 		case <-t.C:
+			if time.Since(lastTouch) >= touchEvery {
+				lastTouch = time.Now()
+				for _, s := range cm.g.router.all() {
+					s.mu.Lock()
+					c := store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: s.cursor}
+					s.mu.Unlock()
+					cm.mark(c)
+				}
+			}
 			cm.flush(ctx)
 		}
 	}

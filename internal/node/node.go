@@ -128,7 +128,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 	rctx, cancelRun := context.WithCancel(context.Background())
 	n.cancel = cancelRun
 	if roles&config.RoleSyncer != 0 {
-		if n.admin, err = admin.Start(n.NC, n.Store, log.Named("admin")); err != nil {
+		if n.admin, err = admin.Start(n.NC, js, cfg.Layout, n.Store, log.Named("admin")); err != nil {
 			return nil, err
 		}
 		arch := archive.New(archive.Options{Layout: cfg.Layout}, log.Named("archive"), js, n.Store, reg)

@@ -186,8 +186,9 @@ func (s *Store) GetDeviceCursor(ctx context.Context, uid int64, device string) (
 	return c, true, nil
 }
 
-// SaveDeviceCursors raises the mirrored cursors (never lowers them) and
-// creates rows for new devices, in one statement.
+// SaveDeviceCursors raises the mirrored cursors (never lowers them), marks
+// the devices as seen now and creates rows for new devices, in one
+// statement.
 func (s *Store) SaveDeviceCursors(ctx context.Context, cs []DeviceCursor) error {
 	if len(cs) == 0 {
 		return nil
@@ -200,7 +201,7 @@ func (s *Store) SaveDeviceCursors(ctx context.Context, cs []DeviceCursor) error 
 		INSERT INTO device_cursor (uid, device, consumer, ack_seq, updated_at)
 		SELECT u, d, c, s, now() FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS t(u, d, c, s)
 		ON CONFLICT (uid, device) DO UPDATE
-		SET ack_seq = GREATEST(device_cursor.ack_seq, EXCLUDED.ack_seq), updated_at = now()`, uids, devs, cons, seqs)
+		SET ack_seq = GREATEST(device_cursor.ack_seq, EXCLUDED.ack_seq), updated_at = now(), last_seen_at = now()`, uids, devs, cons, seqs)
 	if err != nil {
 		return fmt.Errorf("store: save device cursors: %w", err)
 	}
