@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -410,29 +411,35 @@ func TestTraceAndAudit(t *testing.T) {
 	if _, err := dev4.c.Read(ctx, conv, 1); err != nil {
 		t.Fatal(err)
 	}
-	waitArchived(t, n, 4+1)             // the message's 4 entries and 4's read_sync
-	time.Sleep(1500 * time.Millisecond) // mirror flush
+	waitArchived(t, n, 4+1) // the message's 4 entries and 4's read_sync
 
+	// Confirmations and the archive land asynchronously: poll the trace
+	// until it settles (or fails to).
 	ac := &admin.Client{NC: n.NC}
-	tr, err := ac.Trace(ctx, msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	status := map[int64]string{}
-	for _, r := range tr.Recipients {
-		for _, d := range r.Devices {
-			status[r.UID] = d.Status
-		}
-		if len(r.Devices) == 0 {
-			status[r.UID] = r.Status
-		}
-	}
 	want := map[int64]string{2: "STORED", 3: "DELIVERED", 4: "READ", 1: "READ"}
-	for uid, w := range want {
-		if status[uid] != w {
-			t.Fatalf("trace: uid %d is %q, want %q (all: %v)", uid, status[uid], w, status)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		tr, err := ac.Trace(ctx, msg)
+		if err != nil {
+			t.Fatal(err)
 		}
+		status := map[int64]string{}
+		for _, r := range tr.Recipients {
+			for _, d := range r.Devices {
+				status[r.UID] = d.Status
+			}
+			if len(r.Devices) == 0 {
+				status[r.UID] = r.Status
+			}
+		}
+		if maps.Equal(status, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("trace: %v, want %v", status, want)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	time.Sleep(1500 * time.Millisecond) // uid 2's device row (last_seen) is in the mirror
 
 	a, err := ac.Audit(ctx, admin.AuditRequest{OlderThanMs: 1})
 	if err != nil {

@@ -752,7 +752,16 @@ func (s *session) tailCheck() {
 // chose not to fetch an old backlog). It is recorded like any confirmation.
 func (s *session) onAckRange(upTo uint64) error {
 	if last := s.g.parts.get(s.p).lastSeq; upTo > last {
-		return wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "ack_range up to %d is beyond the inbox (last entry %d)", upTo, last)
+		// The cached head may be a refresh behind: ask the stream.
+		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+		st, err := s.g.js.Stream(ctx, streams.InboxStream(s.p))
+		cancel()
+		if err != nil {
+			return wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot check the inbox head now; retry")
+		}
+		if last = st.CachedInfo().State.LastSeq; upTo > last {
+			return wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "ack_range up to %d is beyond the inbox (last entry %d)", upTo, last)
+		}
 	}
 	s.mu.Lock()
 	if upTo <= s.cursor {

@@ -78,11 +78,11 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
-			if err != io.EOF {
-				return
-			}
-			if tc, ok := dst.(*net.TCPConn); ok {
-				_ = tc.CloseWrite()
+			// A half-open path forwards no FIN either.
+			if err == io.EOF && !p.black.Load() {
+				if tc, ok := dst.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				}
 			}
 			return
 		}
