@@ -9,14 +9,25 @@ export GOFLAGS ?= -buildvcs=false
 DATA ?= ./data
 TEST_TIMEOUT ?= 14m
 
-.PHONY: run test postgres build vet proto bench clean
+.PHONY: run test postgres build vet proto bench clean fuzz
 
 run: postgres
 	go run ./cmd/inboxd --data $(DATA)
 
+FUZZTIME ?= 5s
+
 test: postgres
 	go vet ./...
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+# Fuzz the frame decoders and the token parser (seed corpora in testdata/fuzz).
+# `make test` runs each for 5s; `make fuzz FUZZTIME=10m` for a long run.
+fuzz:
+	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./wire/
+	go test -run '^$$' -fuzz '^FuzzReadTCPFrame$$' -fuzztime $(FUZZTIME) ./wire/
+	go test -run '^$$' -fuzz '^FuzzJSONFrame$$' -fuzztime $(FUZZTIME) ./wire/
+	go test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./internal/auth/
 
 postgres:
 	deploy/dev/postgres.sh
