@@ -7,6 +7,7 @@ package client
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -23,8 +24,11 @@ import (
 
 // Options configures a client.
 type Options struct {
-	// URL of the gateway: ws://127.0.0.1:7070/ws or tcp://127.0.0.1:7071.
+	// URL of the gateway: ws://127.0.0.1:7070/ws or tcp://127.0.0.1:7071;
+	// wss:// and tls:// for a gateway serving TLS.
 	URL string
+	// TLSConfig configures wss:// and tls:// (root CAs, server name).
+	TLSConfig *tls.Config
 	// Token is presented in hello; TokenFunc, when set, is asked for a fresh
 	// token on every (re)connect instead.
 	Token     string
@@ -223,7 +227,7 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: token: %w", err)
 	}
-	cn, err := dial(ctx, c.opts.URL, c.opts.MaxFrame, c.opts.LocalAddr)
+	cn, err := dial(ctx, c.opts.URL, c.opts.MaxFrame, c.opts.LocalAddr, c.opts.TLSConfig)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", c.opts.URL, err)
 	}

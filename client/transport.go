@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -25,22 +26,35 @@ type conn interface {
 	close()
 }
 
-// dial connects to rawURL: ws://host:port/path, wss://…, or tcp://host:port.
-func dial(ctx context.Context, rawURL string, maxFrame int, local net.Addr) (conn, error) {
+// dial connects to rawURL: ws://host:port/path, wss://…, tcp://host:port or
+// tls://host:port (TCP frames over TLS).
+func dial(ctx context.Context, rawURL string, maxFrame int, local net.Addr, tlsConf *tls.Config) (conn, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("client: bad url %q: %w", rawURL, err)
 	}
 	nd := &net.Dialer{LocalAddr: local, KeepAlive: -1}
 	switch u.Scheme {
-	case "tcp":
-		nc, err := nd.DialContext(ctx, "tcp", u.Host)
+	case "tcp", "tls":
+		var nc net.Conn
+		if u.Scheme == "tls" {
+			conf := tlsConf.Clone()
+			if conf == nil {
+				conf = &tls.Config{}
+			}
+			if conf.ServerName == "" {
+				conf.ServerName = u.Hostname()
+			}
+			nc, err = (&tls.Dialer{NetDialer: nd, Config: conf}).DialContext(ctx, "tcp", u.Host)
+		} else {
+			nc, err = nd.DialContext(ctx, "tcp", u.Host)
+		}
 		if err != nil {
 			return nil, err
 		}
 		return &tcpConn{nc: nc, r: bufio.NewReaderSize(nc, 16<<10), max: maxFrame}, nil
 	case "ws", "wss":
-		d := ws.Dialer{NetDial: nd.DialContext}
+		d := ws.Dialer{NetDial: nd.DialContext, TLSConfig: tlsConf}
 		nc, br, _, err := d.Dial(ctx, rawURL)
 		if err != nil {
 			return nil, err
@@ -56,7 +70,7 @@ func dial(ctx context.Context, rawURL string, maxFrame int, local net.Addr) (con
 		}{r, lockedWriter{c}}
 		return c, nil
 	}
-	return nil, fmt.Errorf("client: url scheme %q: want ws, wss or tcp", u.Scheme)
+	return nil, fmt.Errorf("client: url scheme %q: want ws, wss, tcp or tls", u.Scheme)
 }
 
 type tcpConn struct {

@@ -3,6 +3,9 @@
 package auth
 
 import (
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"strconv"
@@ -37,13 +40,22 @@ type Identity struct {
 	Device string
 }
 
-// Signer issues HS256 tokens.
+// Signer issues tokens: HS256 with a shared secret, or EdDSA (Ed25519)
+// with a private key whose public half the gateways hold.
 type Signer struct {
-	secret []byte
+	method jwt.SigningMethod
+	key    any
 }
 
-// NewSigner returns a signer with secret.
-func NewSigner(secret string) *Signer { return &Signer{secret: []byte(secret)} }
+// NewSigner returns an HS256 signer with secret.
+func NewSigner(secret string) *Signer {
+	return &Signer{method: jwt.SigningMethodHS256, key: []byte(secret)}
+}
+
+// NewEdSigner returns an EdDSA signer.
+func NewEdSigner(key ed25519.PrivateKey) *Signer {
+	return &Signer{method: jwt.SigningMethodEdDSA, key: key}
+}
 
 // Issue returns a token for uid and device valid for ttl.
 func (s *Signer) Issue(uid int64, device string, ttl time.Duration) (string, error) {
@@ -57,33 +69,68 @@ func (s *Signer) Issue(uid int64, device string, ttl time.Duration) (string, err
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 		},
 	}
-	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.secret)
+	return jwt.NewWithClaims(s.method, c).SignedString(s.key)
 }
 
 // Verifier checks tokens.
 type Verifier struct {
-	secret []byte
+	secret []byte            // HS256; nil: HS256 tokens are refused
+	edKey  ed25519.PublicKey // EdDSA; nil: EdDSA tokens are refused
 	parser *jwt.Parser
 }
 
 // NewVerifier returns a verifier for HS256 tokens signed with secret.
-func NewVerifier(secret string) *Verifier {
-	return &Verifier{
-		secret: []byte(secret),
-		parser: jwt.NewParser(
-			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-			jwt.WithAudience(Audience),
-			jwt.WithExpirationRequired(),
-			jwt.WithLeeway(5*time.Second),
-		),
+func NewVerifier(secret string) *Verifier { return NewVerifierKeys(secret, nil) }
+
+// NewVerifierKeys accepts HS256 tokens signed with secret (unless empty)
+// and EdDSA tokens signed by the private half of edKey (unless nil). Every
+// other algorithm, "none" included, is refused.
+func NewVerifierKeys(secret string, edKey ed25519.PublicKey) *Verifier {
+	v := &Verifier{edKey: edKey}
+	var methods []string
+	if secret != "" {
+		v.secret = []byte(secret)
+		methods = append(methods, jwt.SigningMethodHS256.Alg())
 	}
+	if edKey != nil {
+		methods = append(methods, jwt.SigningMethodEdDSA.Alg())
+	}
+	v.parser = jwt.NewParser(
+		jwt.WithValidMethods(methods),
+		jwt.WithAudience(Audience),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(5*time.Second),
+	)
+	return v
+}
+
+// ParseEd25519PublicKey reads a PEM "PUBLIC KEY" (PKIX) Ed25519 key.
+func ParseEd25519PublicKey(pemBytes []byte) (ed25519.PublicKey, error) {
+	b, _ := pem.Decode(pemBytes)
+	if b == nil {
+		return nil, errors.New("auth: no PEM block in the public key file")
+	}
+	k, err := x509.ParsePKIXPublicKey(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("auth: public key: %w", err)
+	}
+	ek, ok := k.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("auth: public key is %T, want Ed25519", k)
+	}
+	return ek, nil
 }
 
 // Verify returns the identity of a valid token. Every failure wraps ErrToken
 // and says why (expired, bad signature, wrong audience, bad claims).
 func (v *Verifier) Verify(token string) (Identity, error) {
 	var c Claims
-	_, err := v.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil })
+	_, err := v.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+		if t.Method.Alg() == jwt.SigningMethodEdDSA.Alg() {
+			return v.edKey, nil
+		}
+		return v.secret, nil
+	})
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: %v", ErrToken, err)
 	}

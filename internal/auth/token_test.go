@@ -1,6 +1,9 @@
 package auth
 
 import (
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"strings"
 	"testing"
@@ -45,5 +48,38 @@ func TestVerifyRefusesBadTokens(t *testing.T) {
 		if _, err := v.Verify(tok); !errors.Is(err, ErrToken) {
 			t.Errorf("%s: err = %v, want ErrToken", name, err)
 		}
+	}
+}
+
+func TestEdDSATokens(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	_, otherPriv, _ := ed25519.GenerateKey(nil)
+	v := NewVerifierKeys("", pub)
+	tok, err := NewEdSigner(priv).Issue(7, "tablet", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := v.Verify(tok); err != nil || id.UID != 7 || id.Device != "tablet" {
+		t.Fatalf("EdDSA token: %+v %v", id, err)
+	}
+	forged, _ := NewEdSigner(otherPriv).Issue(7, "tablet", time.Minute)
+	expired, _ := NewEdSigner(priv).Issue(7, "tablet", -time.Minute)
+	hs, _ := NewSigner("secret").Issue(7, "tablet", time.Minute)
+	for name, bad := range map[string]string{"forged": forged, "expired": expired, "HS256 without a secret configured": hs} {
+		if _, err := v.Verify(bad); !errors.Is(err, ErrToken) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+	// Both at once.
+	both := NewVerifierKeys("secret", pub)
+	for _, ok := range []string{tok, hs} {
+		if _, err := both.Verify(ok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	parsed, err := ParseEd25519PublicKey(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	if err != nil || !parsed.Equal(pub) {
+		t.Fatalf("parse PEM: %v", err)
 	}
 }

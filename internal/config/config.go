@@ -34,6 +34,11 @@ type Config struct {
 	DeviceReap  time.Duration
 	TailScan    int
 
+	TokenEdKeyFile  string
+	TLSCert, TLSKey string
+	MaxConnsPerUser int
+	SendRate        float64
+
 	NewDeviceWindow  time.Duration
 	NewDeviceMax     int
 	OfflineThreshold int
@@ -65,6 +70,8 @@ func Defaults() Config {
 		NewDeviceMax:     1000,
 		OfflineThreshold: 5000,
 		PullRate:         5,
+		MaxConnsPerUser:  16,
+		SendRate:         50,
 		TokenSecret:      auth.DevSecret,
 		BatchSize:        256,
 		Layout:           streams.DefaultLayout,
@@ -115,6 +122,11 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.IntVar(&c.NewDeviceMax, "new-device-max", c.NewDeviceMax, "…but at most this many (older history: conversation pulls)")
 		fs.IntVar(&c.OfflineThreshold, "offline-threshold", c.OfflineThreshold, "a device with more pending entries gets the summary and the newest page first")
 		fs.Float64Var(&c.PullRate, "pull-rate", c.PullRate, "conversation pulls per second per user")
+		fs.StringVar(&c.TokenEdKeyFile, "token-ed25519-key", c.TokenEdKeyFile, "PEM file of an Ed25519 public key: EdDSA client tokens are accepted too (with --token-secret \"\" only them)")
+		fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate: serve WebSocket (wss) and TCP over TLS")
+		fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key of --tls-cert")
+		fs.IntVar(&c.MaxConnsPerUser, "max-conns-per-user", c.MaxConnsPerUser, "connections one user may hold on a gateway")
+		fs.Float64Var(&c.SendRate, "send-rate", c.SendRate, "sends per second per user (burst twice that)")
 	}
 	if roles&RoleFanout != 0 {
 		envInt(&c.NodeID, "INBOXD_NODE_ID")
@@ -130,6 +142,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchSize < 1 || c.BatchSize > 512 {
 		return fmt.Errorf("config: batch %d out of range 1..512", c.BatchSize)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("config: --tls-cert and --tls-key go together")
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)

@@ -250,6 +250,10 @@ func (c *Conn) hello() bool {
 	}
 	c.log = c.log.With(zap.Int64("uid", id.UID), zap.String("device", id.Device))
 	sess, pending, err := c.g.startSession(context.Background(), c)
+	if errors.Is(err, errTooManyConns) {
+		c.fail(wire.Errorf(pb.ErrorCode_LIMIT_EXCEEDED, "user %d already holds %d connections on this gateway", id.UID, c.g.opts.MaxConnsPerUser), true)
+		return false
+	}
 	if err != nil {
 		c.log.Warn("open device session", zap.Error(err))
 		c.fail(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot open the device's inbox now; retry"), true)

@@ -7,6 +7,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -78,6 +79,14 @@ type Options struct {
 	// NewDeviceMax of them (default 1000).
 	NewDeviceWindow time.Duration
 	NewDeviceMax    int
+	// MaxConnsPerUser bounds one user's connections on this gateway
+	// (default 16); more are refused with LIMIT_EXCEEDED.
+	MaxConnsPerUser int
+	// SendRate limits sends per user (default 50/s, burst twice that);
+	// beyond it sends are answered FAILED RATE_LIMITED and retried.
+	SendRate rate.Limit
+	// TLS, when set, serves both listeners over TLS (wss://, tls://).
+	TLS *tls.Config
 }
 
 func (o *Options) setDefaults() {
@@ -143,6 +152,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.NewDeviceMax <= 0 {
 		o.NewDeviceMax = 1000
+	}
+	if o.MaxConnsPerUser <= 0 {
+		o.MaxConnsPerUser = 16
+	}
+	if o.SendRate <= 0 {
+		o.SendRate = 50
 	}
 }
 
@@ -244,6 +259,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 		tcp.Close()
 		return fmt.Errorf("gateway: listen websocket %s: %w", g.opts.WSAddr, err)
 	}
+	if g.opts.TLS != nil {
+		tcp, wsl = tls.NewListener(tcp, g.opts.TLS), tls.NewListener(wsl, g.opts.TLS)
+	}
 	g.mu.Lock()
 	g.lns = []net.Listener{tcp, wsl}
 	g.mu.Unlock()
@@ -259,7 +277,13 @@ func (g *Gateway) Start(ctx context.Context) error {
 func (g *Gateway) TCPAddr() string { return g.lns[0].Addr().String() }
 
 // WSURL returns the WebSocket URL of the gateway.
-func (g *Gateway) WSURL() string { return "ws://" + g.lns[1].Addr().String() + g.opts.WSPath }
+func (g *Gateway) WSURL() string {
+	scheme := "ws://"
+	if g.opts.TLS != nil {
+		scheme = "wss://"
+	}
+	return scheme + g.lns[1].Addr().String() + g.opts.WSPath
+}
 
 // Connections returns the number of open client connections.
 func (g *Gateway) Connections() int {

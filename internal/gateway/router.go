@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"strings"
 	"sync"
 
@@ -26,7 +27,11 @@ type userEntry struct {
 	sessions []*session
 	limiter  *rate.Limiter // backfill messages
 	pulls    *rate.Limiter // conversation pulls
+	sends    *rate.Limiter
 }
+
+// errTooManyConns refuses a connection over MaxConnsPerUser.
+var errTooManyConns = errors.New("too many connections for this user")
 
 // register adds s; sessions of the same device here are replaced (closed),
 // and other gateways are told to close theirs.
@@ -37,6 +42,7 @@ func (r *router) register(s *session) (replaced []*session, err error) {
 		u = &userEntry{
 			limiter: rate.NewLimiter(r.g.opts.UserBackfillRate, r.g.opts.UserBackfillBurst),
 			pulls:   rate.NewLimiter(r.g.opts.PullRate, max(1, int(r.g.opts.PullRate))),
+			sends:   rate.NewLimiter(r.g.opts.SendRate, max(1, int(2*r.g.opts.SendRate))),
 		}
 		uid := s.uid
 		u.sub, err = r.g.nc.Subscribe(streams.UserWildcard(s.p, s.uid), func(m *nats.Msg) { r.deliver(uid, m) })
@@ -46,6 +52,16 @@ func (r *router) register(s *session) (replaced []*session, err error) {
 		}
 		_ = u.sub.SetPendingLimits(-1, 64<<20)
 		r.users[s.uid] = u
+	}
+	others := 0
+	for _, o := range u.sessions {
+		if o.device != s.device {
+			others++
+		}
+	}
+	if others >= r.g.opts.MaxConnsPerUser {
+		r.mu.Unlock()
+		return nil, errTooManyConns
 	}
 	kept := u.sessions[:0]
 	for _, o := range u.sessions {
@@ -95,6 +111,15 @@ func (r *router) pullLimiter(uid int64) *rate.Limiter {
 	defer r.mu.Unlock()
 	if u := r.users[uid]; u != nil {
 		return u.pulls
+	}
+	return nil
+}
+
+func (r *router) sendLimiter(uid int64) *rate.Limiter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u := r.users[uid]; u != nil {
+		return u.sends
 	}
 	return nil
 }

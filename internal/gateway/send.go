@@ -92,6 +92,11 @@ func (t *sendTracker) submit(c *Conn, s *pb.Send) {
 		c.enqueue(outItem{msg: rejected(cmid, pb.ErrorCode_INVALID_ARGUMENT, why)})
 		return
 	}
+	if l := t.g.router.sendLimiter(c.id.UID); l != nil && !l.Allow() {
+		t.g.metrics.sendResults.WithLabelValues("RATE_LIMITED").Inc()
+		c.enqueue(outItem{msg: failed(cmid, pb.ErrorCode_RATE_LIMITED, "too many sends per second for this user; retry shortly")})
+		return
+	}
 	if int(c.inflight.Load()) >= t.g.opts.MaxInflightSends {
 		c.enqueue(outItem{msg: failed(cmid, pb.ErrorCode_RATE_LIMITED,
 			"too many sends awaiting a result on this connection; wait for results and retry")})

@@ -5,8 +5,11 @@ package node
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -161,12 +164,34 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		if cfg.TokenSecret == auth.DevSecret {
 			log.Warn("gateway uses the development token secret; set --token-secret or INBOXD_TOKEN_SECRET in production")
 		}
+		var edKey ed25519.PublicKey
+		if cfg.TokenEdKeyFile != "" {
+			b, err := os.ReadFile(cfg.TokenEdKeyFile)
+			if err != nil {
+				return nil, err
+			}
+			if edKey, err = auth.ParseEd25519PublicKey(b); err != nil {
+				return nil, err
+			}
+		}
+		if cfg.TokenSecret == "" && edKey == nil {
+			return nil, errors.New("gateway: no way to verify tokens: set --token-secret or --token-ed25519-key")
+		}
+		var tlsConf *tls.Config
+		if cfg.TLSCert != "" {
+			cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+			if err != nil {
+				return nil, fmt.Errorf("gateway: tls: %w", err)
+			}
+			tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
 		n.Gateway, err = gateway.New(gateway.Options{
 			WSAddr: cfg.WSAddr, TCPAddr: cfg.TCPAddr, Layout: cfg.Layout, Heartbeat: cfg.Heartbeat,
 			DeviceIdleReap: cfg.DeviceReap, TailScan: cfg.TailScan,
 			NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax,
 			OfflineThreshold: cfg.OfflineThreshold, PullRate: rate.Limit(cfg.PullRate),
-		}, log.Named("gateway"), n.NC, n.Store, auth.NewVerifier(cfg.TokenSecret), reg)
+			MaxConnsPerUser: cfg.MaxConnsPerUser, SendRate: rate.Limit(cfg.SendRate), TLS: tlsConf,
+		}, log.Named("gateway"), n.NC, n.Store, auth.NewVerifierKeys(cfg.TokenSecret, edKey), reg)
 		if err != nil {
 			return nil, err
 		}

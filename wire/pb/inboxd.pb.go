@@ -212,6 +212,7 @@ const (
 	ErrorCode_NOT_IMPLEMENTED     ErrorCode = 14
 	ErrorCode_SESSION_REPLACED    ErrorCode = 15 // the same device logged in on another connection
 	ErrorCode_SLOW_CONSUMER       ErrorCode = 16 // the client did not read fast enough; reconnect
+	ErrorCode_LIMIT_EXCEEDED      ErrorCode = 17 // a configured limit (connections per user, …) is reached
 )
 
 // Enum value maps for ErrorCode.
@@ -234,6 +235,7 @@ var (
 		14: "NOT_IMPLEMENTED",
 		15: "SESSION_REPLACED",
 		16: "SLOW_CONSUMER",
+		17: "LIMIT_EXCEEDED",
 	}
 	ErrorCode_value = map[string]int32{
 		"OK":                  0,
@@ -253,6 +255,7 @@ var (
 		"NOT_IMPLEMENTED":     14,
 		"SESSION_REPLACED":    15,
 		"SLOW_CONSUMER":       16,
+		"LIMIT_EXCEEDED":      17,
 	}
 )
 
@@ -2126,7 +2129,7 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x04Lane\x12\x14\n" +
 	"\x10LANE_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04LIVE\x10\x01\x12\f\n" +
-	"\bBACKFILL\x10\x02*\xbc\x02\n" +
+	"\bBACKFILL\x10\x02*\xd0\x02\n" +
 	"\tErrorCode\x12\x06\n" +
 	"\x02OK\x10\x00\x12\r\n" +
 	"\tBAD_FRAME\x10\x01\x12\x17\n" +
@@ -2146,7 +2149,8 @@ const file_inboxd_proto_rawDesc = "" +
 	"\bINTERNAL\x10\r\x12\x13\n" +
 	"\x0fNOT_IMPLEMENTED\x10\x0e\x12\x14\n" +
 	"\x10SESSION_REPLACED\x10\x0f\x12\x11\n" +
-	"\rSLOW_CONSUMER\x10\x10B\"Z github.com/inboxd/inboxd/wire/pbb\x06proto3"
+	"\rSLOW_CONSUMER\x10\x10\x12\x12\n" +
+	"\x0eLIMIT_EXCEEDED\x10\x11B\"Z github.com/inboxd/inboxd/wire/pbb\x06proto3"
 
 var (
 	file_inboxd_proto_rawDescOnce sync.Once

@@ -26,6 +26,7 @@ func Config(t testing.TB, databaseURL string) config.Config {
 	// Tests see a new device's whole inbox unless they test the window.
 	c.NewDeviceMax = 1 << 30
 	c.PullRate = 1000
+	c.SendRate = 1e6 // tests send fast; TestSendRateLimited lowers it
 	return c
 }
 
