@@ -58,6 +58,11 @@ type Options struct {
 	// DedupeSize is how many recent msg_ids are remembered to drop repeats
 	// (default 1,000,000).
 	DedupeSize int
+	// Delivered, when set, is asked about every message the client has not
+	// handed over itself: an application that persists what it stored
+	// answers true for those, so a restarted application does not get them
+	// twice (they are confirmed again instead).
+	Delivered func(msgID int64) bool
 	// NoAck never confirms anything: like a client that crashes before it
 	// stored what it got (tests, inboxctl sync --no-ack).
 	NoAck bool

@@ -206,7 +206,7 @@ func (r *receiver) release() {
 	for _, cb := range r.convs {
 		for len(cb.pending) > 0 {
 			p := cb.pending[0]
-			if r.seen.has(p.m.MsgID) {
+			if r.seen.has(p.m.MsgID) || (r.c.opts.Delivered != nil && r.c.opts.Delivered(p.m.MsgID)) {
 				r.c.mu.Lock()
 				r.stats.Duplicates++
 				r.c.mu.Unlock()

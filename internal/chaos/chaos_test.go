@@ -1,0 +1,706 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/inboxd/inboxd/client"
+	"github.com/inboxd/inboxd/internal/admin"
+	"github.com/inboxd/inboxd/internal/testenv"
+)
+
+// plan sizes a run.
+type plan struct {
+	users, groups, directs int
+	messages               int           // sends in all
+	sendEvery              time.Duration // between sends of one sender goroutine
+	senders                int
+	faultEvery             time.Duration
+	minFaults              int
+}
+
+var plans = map[string]plan{
+	"short": {users: 16, groups: 3, directs: 8, messages: 3000, sendEvery: 20 * time.Millisecond, senders: 8, faultEvery: 1500 * time.Millisecond, minFaults: 9},
+	"long":  {users: 40, groups: 8, directs: 25, messages: 100000, sendEvery: 12 * time.Millisecond, senders: 16, faultEvery: time.Second, minFaults: 100},
+}
+
+func TestChaos(t *testing.T) {
+	mode := os.Getenv("INBOXD_CHAOS")
+	pl, ok := plans[mode]
+	if !ok {
+		t.Skip("set INBOXD_CHAOS=short or long (make test / make chaos run it)")
+	}
+	if v := os.Getenv("INBOXD_CHAOS_MESSAGES"); v != "" {
+		pl.messages, _ = strconv.Atoi(v)
+	}
+	h := startHarness(t)
+	w := newWorld(t, h, pl)
+	w.run()
+	w.report()
+}
+
+// harness is the system under test: four processes and Postgres.
+type harness struct {
+	t        *testing.T
+	dir      string
+	natsPort int
+	tcpPort  int
+	dbURL    string
+	nats     *proc
+	gateway  *proc
+	fanout   *proc
+	syncer   *proc
+	httpGW   string
+}
+
+func startHarness(t *testing.T) *harness {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	out, err := exec.Command("go", "build", "-o", bin+"/", "../../cmd/inboxd", "../../cmd/gateway", "../../cmd/fanout", "../../cmd/syncer").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	h := &harness{t: t, dir: dir, natsPort: testenv.FreePort(t), tcpPort: testenv.FreePort(t), dbURL: testenv.Database(t)}
+	natsURL := "nats://127.0.0.1:" + strconv.Itoa(h.natsPort)
+	common := []string{"--database-url", h.dbURL, "--inbox-partitions", "4", "--send-partitions", "4", "--log-level", "warn"}
+	h.nats = newProc(t, dir, "nats", bin+"/inboxd", "--nats-only", "--data", filepath.Join(dir, "nats"),
+		"--nats-listen", "127.0.0.1:"+strconv.Itoa(h.natsPort), "--http", "127.0.0.1:0")
+	h.httpGW = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	h.gateway = newProc(t, dir, "gateway", bin+"/gateway", append([]string{"--nats", natsURL, "--tcp", "127.0.0.1:" + strconv.Itoa(h.tcpPort),
+		"--ws", "127.0.0.1:0", "--http", h.httpGW, "--heartbeat", "2s", "--token-secret", testenv.Secret,
+		"--new-device-max", "1000000000", "--send-rate", "100000", "--pull-rate", "1000"}, common...)...)
+	h.fanout = newProc(t, dir, "fanout", bin+"/fanout", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0", "--node-id", "1"}, common...)...)
+	h.syncer = newProc(t, dir, "syncer", bin+"/syncer", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0"}, common...)...)
+	t.Cleanup(func() {
+		for _, p := range []*proc{h.gateway, h.fanout, h.syncer, h.nats} {
+			p.stop()
+		}
+		if t.Failed() {
+			for _, n := range []string{"gateway", "fanout", "syncer", "nats"} {
+				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
+				if len(b) > 4000 {
+					b = b[len(b)-4000:]
+				}
+				t.Logf("--- %s.log (tail)\n%s", n, b)
+			}
+		}
+	})
+	h.waitHealthy(60 * time.Second)
+	return h
+}
+
+func (h *harness) waitHealthy(within time.Duration) time.Duration {
+	start := time.Now()
+	for time.Since(start) < within {
+		resp, err := http.Get("http://" + h.httpGW + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.t.Fatalf("gateway not healthy after %s", within)
+	return 0
+}
+
+func (h *harness) natsURL() string { return "nats://127.0.0.1:" + strconv.Itoa(h.natsPort) }
+
+// restartPostgres restarts the local cluster (fast shutdown: connections
+// are cut mid-flight). It needs root; elsewhere the fault is skipped.
+func restartPostgres() error {
+	out, err := exec.Command("pg_lsclusters", "-h").Output()
+	if err != nil {
+		return err
+	}
+	f := strings.Fields(strings.Split(string(out), "\n")[0])
+	if len(f) < 2 {
+		return fmt.Errorf("no cluster in %q", out)
+	}
+	if b, err := exec.Command("pg_ctlcluster", f[0], f[1], "restart", "-m", "fast").CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, b)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- the world
+
+type conv struct {
+	id      int64
+	members []int64
+}
+
+// sent is a send of the workload and what became of it.
+type sent struct {
+	cmid    string
+	sender  int64
+	conv    int64
+	msgID   int64
+	convSeq int64
+}
+
+// device is an application on a phone or a desktop: it stores what it is
+// handed (its "database" survives restarts of the app), and connects
+// through its own proxy so the network can be cut under it.
+type device struct {
+	uid   int64
+	name  string
+	proxy *testenv.Proxy
+
+	mu       sync.Mutex
+	c        *client.Client
+	stored   map[int64]client.Message // msg_id → message: the app's database
+	order    map[int64][]int64        // conv → conv_seq in the order handed over
+	dups     int                      // handed over although stored (after the client's dedupe)
+	wireDups int                      // dropped by the client package's dedupe
+}
+
+type world struct {
+	t       *testing.T
+	h       *harness
+	pl      plan
+	rng     *rand.Rand
+	rngMu   sync.Mutex
+	convs   []conv
+	byUser  map[int64][]int          // uid → indexes into convs
+	devices []*device
+	sentMu  sync.Mutex
+	sent    map[string]*sent
+	faults  map[string]int
+	recover map[string][]time.Duration
+	stop    atomic.Bool
+}
+
+func newWorld(t *testing.T, h *harness, pl plan) *world {
+	w := &world{t: t, h: h, pl: pl, rng: rand.New(rand.NewPCG(1, 2)), byUser: map[int64][]int{},
+		sent: map[string]*sent{}, faults: map[string]int{}, recover: map[string][]time.Duration{}}
+	nc, err := nats.Connect(h.natsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ac := &admin.Client{NC: nc}
+	ctx := context.Background()
+	add := func(group bool, members []int64) {
+		r, err := ac.CreateConv(ctx, admin.CreateConvRequest{Members: members, Group: group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.convs = append(w.convs, conv{id: r.ConvID, members: members})
+		for _, m := range members {
+			w.byUser[m] = append(w.byUser[m], len(w.convs)-1)
+		}
+	}
+	for i := 0; i < pl.directs; i++ {
+		a := int64(1 + i%pl.users)
+		b := int64(1 + (i*7+3)%pl.users)
+		if a == b {
+			b = a%int64(pl.users) + 1
+		}
+		add(false, []int64{a, b})
+	}
+	for g := 0; g < pl.groups; g++ {
+		var members []int64
+		for u := 1; u <= pl.users; u++ {
+			if (u+g)%3 != 0 {
+				members = append(members, int64(u))
+			}
+		}
+		add(true, members)
+	}
+	// Every user has a phone; every third a desktop too.
+	for u := 1; u <= pl.users; u++ {
+		if len(w.byUser[int64(u)]) == 0 {
+			continue
+		}
+		w.devices = append(w.devices, w.newDevice(int64(u), "phone"))
+		if u%3 == 0 {
+			w.devices = append(w.devices, w.newDevice(int64(u), "desktop"))
+		}
+	}
+	return w
+}
+
+func (w *world) intn(n int) int {
+	w.rngMu.Lock()
+	defer w.rngMu.Unlock()
+	return w.rng.IntN(n)
+}
+
+func (w *world) newDevice(uid int64, name string) *device {
+	return &device{uid: uid, name: name, proxy: testenv.StartProxy(w.t, "127.0.0.1:"+strconv.Itoa(w.h.tcpPort)),
+		stored: map[int64]client.Message{}, order: map[int64][]int64{}}
+}
+
+// connect starts the device's app (a new client instance).
+func (d *device) connect(t *testing.T) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.c != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{
+		URL: "tcp://" + d.proxy.Addr(), Token: testenv.Token(t, d.uid, d.name),
+		Handler: d.handle, Delivered: d.has, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	d.c = c
+	return nil
+}
+
+func (d *device) handle(m client.Message) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.stored[m.MsgID]; ok {
+		d.dups++
+		return nil
+	}
+	d.stored[m.MsgID] = m
+	d.order[m.ConvID] = append(d.order[m.ConvID], m.ConvSeq)
+	return nil
+}
+
+func (d *device) has(id int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.stored[id]
+	return ok
+}
+
+// disconnect closes the app cleanly (it confirms what it stored).
+func (d *device) disconnect() {
+	d.mu.Lock()
+	c := d.c
+	d.c = nil
+	d.mu.Unlock()
+	if c != nil {
+		st := c.Stats()
+		c.Close()
+		d.mu.Lock()
+		d.wireDups += st.Duplicates
+		d.mu.Unlock()
+	}
+}
+
+func (w *world) run() {
+	t := w.t
+	for _, d := range w.devices {
+		if err := d.connect(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	per := w.pl.messages / w.pl.senders
+	start := time.Now()
+	for s := 0; s < w.pl.senders; s++ {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			w.sender(s, per)
+		}(s)
+	}
+	// Devices come and go; faults hit the system.
+	done := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); w.churn(done) }()
+	go func() { defer bg.Done(); w.inject(done) }()
+	wg.Wait()
+	// Keep injecting until the plan's fault count is reached.
+	for w.totalFaults() < w.pl.minFaults {
+		time.Sleep(200 * time.Millisecond)
+	}
+	close(done)
+	bg.Wait()
+	t.Logf("workload done in %s; quiescing", time.Since(start).Round(time.Second))
+
+	// Quiescence: everything up, every device connected until it has all.
+	w.h.waitHealthy(120 * time.Second)
+	for _, d := range w.devices {
+		d.proxy.Blackhole(false)
+		if err := d.connect(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for !w.allDelivered() && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // late duplicates would show now
+	for _, d := range w.devices {
+		d.disconnect()
+	}
+}
+
+func (w *world) totalFaults() int {
+	w.sentMu.Lock()
+	defer w.sentMu.Unlock()
+	n := 0
+	for _, c := range w.faults {
+		n += c
+	}
+	return n
+}
+
+// sender sends per messages from random users to their conversations; now
+// and then it vanishes right after a send (before STORED) and retries the
+// same client_msg_id later from a new connection.
+func (w *world) sender(s, per int) {
+	t := w.t
+	var c *client.Client
+	var uid int64
+	connect := func() {
+		uid = int64(1 + w.intn(w.pl.users))
+		for len(w.byUser[uid]) == 0 {
+			uid = int64(1 + w.intn(w.pl.users))
+		}
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			var err error
+			c, err = client.Dial(ctx, client.Options{URL: "tcp://127.0.0.1:" + strconv.Itoa(w.h.tcpPort),
+				Token: testenv.Token(t, uid, "sender-"+strconv.Itoa(s)), MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
+			cancel()
+			if err == nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	connect()
+	var retry []*sent // sends abandoned before their answer
+	for i := 0; i < per; i++ {
+		cv := w.convs[w.byUser[uid][w.intn(len(w.byUser[uid]))]]
+		snd := &sent{cmid: fmt.Sprintf("s%d-%d", s, i), sender: uid, conv: cv.id}
+		w.sentMu.Lock()
+		w.sent[snd.cmid] = snd
+		w.sentMu.Unlock()
+		p := c.SendAsync(cv.id, snd.cmid, "chaos "+snd.cmid)
+		if w.intn(200) == 0 {
+			// Vanish right after sending: the answer is never read.
+			c.Close()
+			w.count("sender-vanish")
+			retry = append(retry, snd)
+			time.Sleep(100 * time.Millisecond)
+			connect()
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		r, err := p.Wait(ctx)
+		cancel()
+		if err != nil {
+			t.Errorf("send %s: %v", snd.cmid, err)
+			return
+		}
+		w.record(snd, r)
+		time.Sleep(w.pl.sendEvery)
+	}
+	// The vanished sends, retried with the same ids: STORED once.
+	for _, snd := range retry {
+		c.Close()
+		uid = snd.sender
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			var err error
+			c, err = client.Dial(ctx, client.Options{URL: "tcp://127.0.0.1:" + strconv.Itoa(w.h.tcpPort),
+				Token: testenv.Token(t, uid, "sender-retry-"+strconv.Itoa(s))})
+			cancel()
+			if err == nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		r, err := c.Send(ctx, snd.conv, snd.cmid, "chaos "+snd.cmid)
+		cancel()
+		if err != nil {
+			t.Errorf("retry %s: %v", snd.cmid, err)
+			continue
+		}
+		w.record(snd, r)
+	}
+	c.Close()
+}
+
+func (w *world) record(snd *sent, r client.Result) {
+	w.sentMu.Lock()
+	defer w.sentMu.Unlock()
+	if snd.msgID != 0 && (snd.msgID != r.MsgID || snd.convSeq != r.ConvSeq) {
+		w.t.Errorf("send %s answered twice differently: %d/%d then %d/%d", snd.cmid, snd.msgID, snd.convSeq, r.MsgID, r.ConvSeq)
+	}
+	snd.msgID, snd.convSeq = r.MsgID, r.ConvSeq
+}
+
+func (w *world) count(kind string) {
+	w.sentMu.Lock()
+	w.faults[kind]++
+	w.sentMu.Unlock()
+}
+
+// churn makes devices disconnect (cleanly: drained partially, they confirm
+// what they stored), vanish mid-backfill (connections dropped under them)
+// and come back.
+func (w *world) churn(done chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(time.Duration(100+w.intn(300)) * time.Millisecond):
+		}
+		d := w.devices[w.intn(len(w.devices))]
+		switch w.intn(3) {
+		case 0:
+			d.disconnect()
+			go func() {
+				time.Sleep(time.Duration(200+w.intn(2000)) * time.Millisecond)
+				_ = d.connect(w.t)
+			}()
+		case 1:
+			d.proxy.Close() // vanish: connections dropped without goodbye
+			d.proxy = testenv.StartProxy(w.t, "127.0.0.1:"+strconv.Itoa(w.h.tcpPort))
+			// The client reconnects to its URL, the old proxy address:
+			// restart the app on the new one.
+			d.disconnect()
+			_ = d.connect(w.t)
+			w.count("client-vanish")
+		default:
+			_ = d.connect(w.t)
+		}
+	}
+}
+
+// inject hits the system with one fault at a time and measures recovery:
+// the time from the fault's end until a probe send is STORED and delivered.
+func (w *world) inject(done chan struct{}) {
+	kinds := []string{"kill-gateway", "kill-fanout", "kill-syncer", "restart-nats", "restart-postgres", "half-open"}
+	probe := w.newDevice(1, "probe")
+	if err := probe.connect(w.t); err != nil {
+		w.t.Fatal(err)
+	}
+	defer probe.disconnect()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			return
+		case <-time.After(w.pl.faultEvery):
+		}
+		kind := kinds[i%len(kinds)]
+		if i >= len(kinds) {
+			kind = kinds[w.intn(len(kinds))]
+		}
+		down := time.Duration(300+w.intn(1500)) * time.Millisecond
+		switch kind {
+		case "kill-gateway":
+			w.h.gateway.kill()
+			time.Sleep(down)
+			w.h.gateway.up()
+		case "kill-fanout":
+			w.h.fanout.kill()
+			time.Sleep(down)
+			w.h.fanout.up()
+		case "kill-syncer":
+			w.h.syncer.kill()
+			time.Sleep(down)
+			w.h.syncer.up()
+		case "restart-nats":
+			w.h.nats.kill()
+			time.Sleep(down)
+			w.h.nats.up()
+		case "restart-postgres":
+			if err := restartPostgres(); err != nil {
+				w.t.Logf("postgres restart skipped: %v", err)
+				continue
+			}
+		case "half-open":
+			d := w.devices[w.intn(len(w.devices))]
+			d.proxy.Blackhole(true)
+			time.Sleep(3 * down)
+			d.proxy.Blackhole(false)
+		}
+		w.count(kind)
+		if r, ok := w.probe(probe, i); ok {
+			w.sentMu.Lock()
+			w.recover[kind] = append(w.recover[kind], r)
+			w.sentMu.Unlock()
+		}
+	}
+}
+
+// probe measures the time until a new message is STORED and reaches the
+// probe device.
+func (w *world) probe(p *device, i int) (time.Duration, bool) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var c *client.Client
+	for c == nil && ctx.Err() == nil {
+		var err error
+		c, err = client.Dial(ctx, client.Options{URL: "tcp://127.0.0.1:" + strconv.Itoa(w.h.tcpPort), Token: testenv.Token(w.t, 1, "prober")})
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if c == nil {
+		return 0, false
+	}
+	defer c.Close()
+	cv := w.convs[w.byUser[1][0]]
+	snd := &sent{cmid: "probe-" + strconv.Itoa(i), sender: 1, conv: cv.id}
+	w.sentMu.Lock()
+	w.sent[snd.cmid] = snd
+	w.sentMu.Unlock()
+	r, err := c.Send(ctx, cv.id, snd.cmid, "probe")
+	if err != nil {
+		return 0, false
+	}
+	w.record(snd, r)
+	for ctx.Err() == nil {
+		if p.has(r.MsgID) {
+			return time.Since(start), true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 0, false
+}
+
+func (w *world) members(convID int64) []int64 {
+	for _, c := range w.convs {
+		if c.id == convID {
+			return c.members
+		}
+	}
+	return nil
+}
+
+func (w *world) allDelivered() bool {
+	w.sentMu.Lock()
+	defer w.sentMu.Unlock()
+	for _, d := range w.devices {
+		for _, s := range w.sent {
+			if s.msgID == 0 || !slices.Contains(w.members(s.conv), d.uid) {
+				continue
+			}
+			if !d.has(s.msgID) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// report runs the oracle and prints the run's figures.
+func (w *world) report() {
+	t := w.t
+	w.sentMu.Lock()
+	defer w.sentMu.Unlock()
+	stored := map[int64]*sent{}
+	for _, s := range w.sent {
+		if s.msgID != 0 {
+			stored[s.msgID] = s
+		}
+	}
+	var lost, dups, wireDups, orderViolations, phantoms, deliveries int
+	for _, d := range w.devices {
+		d.mu.Lock()
+		dups += d.dups
+		wireDups += d.wireDups
+		for id := range d.stored {
+			if _, ok := stored[id]; !ok {
+				phantoms++
+			}
+		}
+		for _, s := range stored {
+			if slices.Contains(w.members(s.conv), d.uid) {
+				deliveries++
+				if _, ok := d.stored[s.msgID]; !ok {
+					lost++
+					if lost <= 5 {
+						t.Errorf("lost: %s (msg %d, conv %d seq %d) never reached %d/%s", s.cmid, s.msgID, s.conv, s.convSeq, d.uid, d.name)
+					}
+				}
+			}
+		}
+		for conv, seqs := range d.order {
+			for i := 1; i < len(seqs); i++ {
+				if seqs[i] <= seqs[i-1] {
+					orderViolations++
+					if orderViolations <= 5 {
+						t.Errorf("order: device %d/%s got conv %d seq %d after %d", d.uid, d.name, conv, seqs[i], seqs[i-1])
+					}
+				}
+			}
+		}
+		d.mu.Unlock()
+	}
+	// conv_seq dense per conversation.
+	perConv := map[int64][]int64{}
+	for _, s := range stored {
+		perConv[s.conv] = append(perConv[s.conv], s.convSeq)
+	}
+	gaps := 0
+	for _, seqs := range perConv {
+		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+		for i, s := range seqs {
+			if s != int64(i+1) {
+				gaps++
+				break
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos run: %d messages stored, %d devices, %d deliveries checked\n", len(stored), len(w.devices), deliveries)
+	kinds := make([]string, 0, len(w.faults))
+	for k := range w.faults {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	total := 0
+	for _, k := range kinds {
+		total += w.faults[k]
+		rs := w.recover[k]
+		var sum, mx time.Duration
+		for _, r := range rs {
+			sum += r
+			mx = max(mx, r)
+		}
+		avg := time.Duration(0)
+		if len(rs) > 0 {
+			avg = sum / time.Duration(len(rs))
+		}
+		if len(rs) == 0 {
+			fmt.Fprintf(&b, "  fault %-18s x%-4d (workload event: no recovery to measure)\n", k, w.faults[k])
+			continue
+		}
+		fmt.Fprintf(&b, "  fault %-18s x%-4d recovery avg %-8s max %s\n", k, w.faults[k], avg.Round(time.Millisecond), mx.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, "  faults injected: %d\n", total)
+	fmt.Fprintf(&b, "  lost: %d   duplicates on the wire (dropped by the client): %d   duplicates after dedupe: %d\n", lost, wireDups, dups)
+	fmt.Fprintf(&b, "  order violations: %d   conversations with conv_seq gaps: %d   messages never sent: %d\n", orderViolations, gaps, phantoms)
+	fmt.Fprintf(&b, "  process starts: gateway %d, fanout %d, syncer %d, nats %d\n", w.h.gateway.starts, w.h.fanout.starts, w.h.syncer.starts, w.h.nats.starts)
+	t.Log("\n" + b.String())
+	if out := os.Getenv("INBOXD_CHAOS_REPORT"); out != "" {
+		_ = os.WriteFile(out, []byte(b.String()), 0o644)
+	}
+	if lost > 0 || orderViolations > 0 || phantoms > 0 || gaps > 0 || dups > 0 {
+		t.Fatalf("guarantees broken: lost %d, order %d, phantom %d, gaps %d, dup after dedupe %d", lost, orderViolations, phantoms, gaps, dups)
+	}
+}
