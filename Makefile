@@ -20,12 +20,12 @@ test: postgres
 	go vet ./...
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
-	INBOXD_CHAOS=short go test -count=1 -timeout 10m -v -run TestChaos ./internal/chaos/ | grep -v '^=== '
+	INBOXD_CHAOS=short go test -count=1 -timeout 10m -v -run TestChaos ./internal/chaos/
 
 # The long fault-injection run (100,000 messages, 100+ faults); its figures
 # go to docs/reliability.md. Restarts the local Postgres: run it alone.
 chaos: postgres
-	INBOXD_CHAOS=long INBOXD_CHAOS_REPORT=$(CURDIR)/chaos-report.txt go test -count=1 -timeout 60m -v -run TestChaos ./internal/chaos/ | grep -v '^=== '
+	INBOXD_CHAOS=long INBOXD_CHAOS_REPORT=$(CURDIR)/chaos-report.txt go test -count=1 -timeout 60m -v -run TestChaos ./internal/chaos/
 
 # Fuzz the frame decoders and the token parser (seed corpora in testdata/fuzz).
 # `make test` runs each for 5s; `make fuzz FUZZTIME=10m` for a long run.
