@@ -22,6 +22,10 @@ type Message struct {
 	Lane      string // "live" or "backfill": how it arrived
 }
 
+// maxGapHold bounds how long a live message waits for earlier ones of its
+// conversation while the backfill is still running.
+const maxGapHold = 10 * time.Second
+
 // ErrStop, returned by a Handler, stops delivery: the message and everything
 // after it stay unconfirmed (the server delivers them again next time).
 var ErrStop = errors.New("client: stop delivery")
@@ -216,7 +220,11 @@ func (r *receiver) release() {
 			}
 			next := p.m.ConvSeq <= cb.hwm+1
 			if !next {
-				final := p.m.Lane != "live" || (r.idle && now.Sub(p.arrived) >= r.c.opts.GapWait)
+				// Never hold a live message forever: a device that waits for
+				// the server while the server waits for its confirmation
+				// would wait for good.
+				waited := now.Sub(p.arrived)
+				final := p.m.Lane != "live" || (r.idle && waited >= r.c.opts.GapWait) || waited >= maxGapHold
 				if !final {
 					break
 				}

@@ -2,7 +2,13 @@ package main
 
 import (
 	"flag"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
 	"fmt"
+	"github.com/inboxd/inboxd/internal/natsauth"
+	"github.com/inboxd/inboxd/internal/natsconn"
 	"os"
 	"strconv"
 	"strings"
@@ -12,9 +18,11 @@ import (
 
 // conn holds the connection flags every command accepts.
 type conn struct {
-	nats   string
-	url    string
-	secret string
+	nats     string
+	natsUser string
+	natsPass string
+	url      string
+	secret   string
 }
 
 func (c *conn) register(fs *flag.FlagSet) {
@@ -22,6 +30,9 @@ func (c *conn) register(fs *flag.FlagSet) {
 	c.url = envOr("INBOXD_URL", "ws://127.0.0.1:7070/ws")
 	c.secret = envOr("INBOXD_TOKEN_SECRET", auth.DevSecret)
 	fs.StringVar(&c.nats, "nats", c.nats, "NATS URL of the admin API (env NATS_URL)")
+	c.natsUser = envOr("NATS_USER", string(natsauth.Admin))
+	fs.StringVar(&c.natsUser, "nats-user", c.natsUser, "NATS user (env NATS_USER)")
+	fs.StringVar(&c.natsPass, "nats-password", os.Getenv("NATS_PASSWORD"), "NATS password (env NATS_PASSWORD; default $INBOXD_NATS_PASSWORD_ADMIN or the development password)")
 	fs.StringVar(&c.url, "url", c.url, "gateway URL: ws://host:port/ws or tcp://host:port (env INBOXD_URL)")
 	fs.StringVar(&c.secret, "secret", c.secret, "token signing secret (env INBOXD_TOKEN_SECRET)")
 }
@@ -57,4 +68,13 @@ func (l *int64List) Set(v string) error {
 		*l = append(*l, n)
 	}
 	return nil
+}
+
+// connectNATS connects to the admin API's NATS server as the admin user.
+func (c *conn) connectNATS() (*nats.Conn, error) {
+	pw := c.natsPass
+	if pw == "" {
+		pw = natsauth.Password(natsauth.Role(c.natsUser))
+	}
+	return natsconn.Connect(c.nats, "inboxctl", zap.NewNop(), nats.UserInfo(c.natsUser, pw))
 }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/internal/admin"
-	"github.com/inboxd/inboxd/internal/natsconn"
-	"go.uber.org/zap"
 )
 
 func convCmd(ctx context.Context, sub string, args []string) int {
@@ -35,7 +33,7 @@ func convCmd(ctx context.Context, sub string, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	nc, err := natsconn.Connect(c.nats, "inboxctl", zap.NewNop())
+	nc, err := c.connectNATS()
 	if err != nil {
 		return fail(err)
 	}

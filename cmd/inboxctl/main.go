@@ -39,6 +39,7 @@ commands:
   trace MSG_ID                                               a message's status per recipient and device (STORED, DELIVERED, READ)
   audit [--older-than 10m]                                   messages that connected devices did not confirm
   token --uid U --device D [--ttl 24h]                       print a signed client token
+  nats-conf                                                  print the NATS users and permissions (deploy/nats/auth.conf)
   streams export --dir DIR                                   write every stream and consumer definition as JSON
 
 run "inboxctl <command> -h" for the flags of a command.
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string) int {
 		return sendCmd(ctx, rest)
 	case "sync":
 		return syncCmd(ctx, rest)
+	case "nats-conf":
+		return natsConfCmd(rest)
 	case "trace":
 		return traceCmd(ctx, rest)
 	case "audit":

@@ -7,10 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/inboxd/inboxd/internal/admin"
-	"github.com/inboxd/inboxd/internal/natsconn"
 )
 
 type traceLine struct {
@@ -47,7 +44,7 @@ func traceCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return fail(errors.New("MSG_ID must be an integer"))
 	}
-	nc, err := natsconn.Connect(c.nats, "inboxctl", zap.NewNop())
+	nc, err := c.connectNATS()
 	if err != nil {
 		return fail(err)
 	}
@@ -82,7 +79,7 @@ func auditCmd(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	nc, err := natsconn.Connect(c.nats, "inboxctl", zap.NewNop())
+	nc, err := c.connectNATS()
 	if err != nil {
 		return fail(err)
 	}

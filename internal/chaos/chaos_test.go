@@ -21,6 +21,7 @@ import (
 
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/admin"
+	"github.com/inboxd/inboxd/internal/natsauth"
 	"github.com/inboxd/inboxd/internal/testenv"
 )
 
@@ -178,7 +179,7 @@ type world struct {
 	rng     *rand.Rand
 	rngMu   sync.Mutex
 	convs   []conv
-	byUser  map[int64][]int          // uid → indexes into convs
+	byUser  map[int64][]int // uid → indexes into convs
 	devices []*device
 	sentMu  sync.Mutex
 	sent    map[string]*sent
@@ -190,7 +191,7 @@ type world struct {
 func newWorld(t *testing.T, h *harness, pl plan) *world {
 	w := &world{t: t, h: h, pl: pl, rng: rand.New(rand.NewPCG(1, 2)), byUser: map[int64][]int{},
 		sent: map[string]*sent{}, faults: map[string]int{}, recover: map[string][]time.Duration{}}
-	nc, err := nats.Connect(h.natsURL())
+	nc, err := nats.Connect(h.natsURL(), nats.UserInfo(string(natsauth.Admin), natsauth.Password(natsauth.Admin)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,6 +389,25 @@ func (w *world) sender(s, per int) {
 	}
 	connect()
 	var retry []*sent // sends abandoned before their answer
+	type inflight struct {
+		snd *sent
+		p   *client.PendingSend
+	}
+	var window []inflight // sends pipelined in order, as a chat client does
+	drain := func(keep int) bool {
+		for len(window) > keep {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			r, err := window[0].p.Wait(ctx)
+			cancel()
+			if err != nil {
+				t.Errorf("send %s: %v", window[0].snd.cmid, err)
+				return false
+			}
+			w.record(window[0].snd, r)
+			window = window[1:]
+		}
+		return true
+	}
 	for i := 0; i < per; i++ {
 		cv := w.convs[w.byUser[uid][w.intn(len(w.byUser[uid]))]]
 		snd := &sent{cmid: fmt.Sprintf("s%d-%d", s, i), sender: uid, conv: cv.id}
@@ -396,23 +416,27 @@ func (w *world) sender(s, per int) {
 		w.sentMu.Unlock()
 		p := c.SendAsync(cv.id, snd.cmid, "chaos "+snd.cmid)
 		if w.intn(200) == 0 {
-			// Vanish right after sending: the answer is never read.
+			// Vanish right after sending: the answers of everything in
+			// flight are never read; the sends are retried later.
 			c.Close()
 			w.count("sender-vanish")
 			retry = append(retry, snd)
+			for _, f := range window {
+				retry = append(retry, f.snd)
+			}
+			window = window[:0]
 			time.Sleep(100 * time.Millisecond)
 			connect()
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		r, err := p.Wait(ctx)
-		cancel()
-		if err != nil {
-			t.Errorf("send %s: %v", snd.cmid, err)
+		window = append(window, inflight{snd, p})
+		if !drain(16) {
 			return
 		}
-		w.record(snd, r)
 		time.Sleep(w.pl.sendEvery)
+	}
+	if !drain(0) {
+		return
 	}
 	// The vanished sends, retried with the same ids: STORED once.
 	for _, snd := range retry {

@@ -17,10 +17,12 @@ import (
 
 // Config holds every setting; each binary registers the ones it uses.
 type Config struct {
-	NATSURL     string
-	DatabaseURL string
-	HTTPAddr    string
-	LogLevel    string
+	NATSURL      string
+	NATSUser     string // default: the binary's role
+	NATSPassword string // default: natsauth.Password(user)
+	DatabaseURL  string
+	HTTPAddr     string
+	LogLevel     string
 
 	// Embedded NATS (inboxd all-in-one, inboxd --nats-only).
 	DataDir    string
@@ -37,6 +39,7 @@ type Config struct {
 	TokenEdKeyFile  string
 	TLSCert, TLSKey string
 	MaxConnsPerUser int
+	DeviceSeenEvery time.Duration
 	SendRate        float64
 
 	NewDeviceWindow  time.Duration
@@ -71,6 +74,7 @@ func Defaults() Config {
 		OfflineThreshold: 5000,
 		PullRate:         5,
 		MaxConnsPerUser:  16,
+		DeviceSeenEvery:  30 * time.Second,
 		SendRate:         50,
 		TokenSecret:      auth.DevSecret,
 		BatchSize:        256,
@@ -93,6 +97,8 @@ const (
 // (environment variables applied first, so flags win over the environment).
 func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 	envStr(&c.NATSURL, "NATS_URL")
+	envStr(&c.NATSUser, "NATS_USER")
+	envStr(&c.NATSPassword, "NATS_PASSWORD")
 	envStr(&c.DatabaseURL, "DATABASE_URL")
 	envStr(&c.HTTPAddr, "INBOXD_HTTP")
 	envStr(&c.LogLevel, "INBOXD_LOG_LEVEL")
@@ -110,6 +116,8 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "client address of the embedded NATS server (the nats CLI connects here)")
 	} else {
 		fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS server URL(s), comma separated (env NATS_URL)")
+		fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS user (env NATS_USER; default: the service's role)")
+		fs.StringVar(&c.NATSPassword, "nats-password", c.NATSPassword, "NATS password (env NATS_PASSWORD; default $INBOXD_NATS_PASSWORD_<ROLE> or the development password)")
 	}
 	if roles&RoleGateway != 0 {
 		fs.StringVar(&c.WSAddr, "ws", c.WSAddr, "WebSocket listen address (path /ws)")
@@ -126,6 +134,7 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate: serve WebSocket (wss) and TCP over TLS")
 		fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key of --tls-cert")
 		fs.IntVar(&c.MaxConnsPerUser, "max-conns-per-user", c.MaxConnsPerUser, "connections one user may hold on a gateway")
+		fs.DurationVar(&c.DeviceSeenEvery, "device-seen-every", c.DeviceSeenEvery, "how often a connected device's last_seen_at is refreshed (inboxctl audit)")
 		fs.Float64Var(&c.SendRate, "send-rate", c.SendRate, "sends per second per user (burst twice that)")
 	}
 	if roles&RoleFanout != 0 {

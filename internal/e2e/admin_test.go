@@ -17,7 +17,7 @@ import (
 // asks $SRV.INFO.<name>.
 func TestAdminServiceIsDiscoverable(t *testing.T) {
 	n := testnode.AllInOne(t)
-	msg, err := n.NC.Request("$SRV.INFO."+admin.ServiceName, nil, 5*time.Second)
+	msg, err := testnode.Admin(t, n).Request("$SRV.INFO."+admin.ServiceName, nil, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestAdminServiceIsDiscoverable(t *testing.T) {
 
 func TestAdminAPIManagesConversations(t *testing.T) {
 	n := testnode.AllInOne(t)
-	ac := &admin.Client{NC: n.NC}
+	ac := &admin.Client{NC: testnode.Admin(t, n)}
 	ctx := ctxT(t, 20*time.Second)
 	r, err := ac.CreateConv(ctx, admin.CreateConvRequest{Members: []int64{1, 2, 3}, Group: true})
 	if err != nil || !r.Created {

@@ -13,6 +13,7 @@ import (
 	"github.com/inboxd/inboxd/internal/admin"
 	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/internal/testenv/testnode"
 )
 
 func ctxT(t testing.TB, d time.Duration) context.Context {
@@ -23,7 +24,7 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 
 func createConv(t testing.TB, n *node.Node, group bool, members ...int64) int64 {
 	t.Helper()
-	r, err := (&admin.Client{NC: n.NC}).CreateConv(ctxT(t, 10*time.Second), admin.CreateConvRequest{Members: members, Group: group})
+	r, err := (&admin.Client{NC: testnode.Admin(t, n)}).CreateConv(ctxT(t, 10*time.Second), admin.CreateConvRequest{Members: members, Group: group})
 	if err != nil {
 		t.Fatal(err)
 	}

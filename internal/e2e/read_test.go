@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
 )
@@ -118,4 +119,45 @@ func TestCatchUpFromArchiveThenTail(t *testing.T) {
 	if metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`) < 1 {
 		t.Fatal("no page came from the archive")
 	}
+}
+
+// Regression (found by the chaos suite): a restarted app (a new client, so
+// it knows nothing of its conversations) holds a live message whose
+// conversation it has not seen yet until the backfill is done, while the
+// backfill, passing that message's position, must not wait for its
+// confirmation before switching from the archive to the consumer's tail.
+func TestLiveMessageHeldByRestartedAppDoesNotStallBackfill(t *testing.T) {
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.TailScan = 100
+	n := testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	quiet := createConv(t, n, false, 1, 2)
+	busy := createConv(t, n, false, 3, 2)
+	old := sendN(t, n, 1, quiet, 50, "old")
+	d := connectDevice(t, n, 2, "phone", deviceOpts{})
+	d.waitFor(50, 20*time.Second)
+	d.quiet(300 * time.Millisecond)
+	d.close() // everything of the quiet conversation confirmed
+
+	backlog := sendN(t, n, 3, busy, 3000, "backlog")
+	waitArchived(t, n, 2*50+2*3000)
+	d2 := connectDevice(t, n, 2, "phone", deviceOpts{kind: "mobile"}) // a new client: no history
+	d2.waitFor(1, 20*time.Second)
+	live := sendN(t, n, 1, quiet, 1, "live") // conv_seq 51: a gap for the new client
+	// Traffic of others in uid 2's partition after it, so that the live
+	// entry ends up far (> TailScan) behind the head: the backfill reaches
+	// it from the archive.
+	var a, b int64
+	for u := int64(100); b == 0; u++ {
+		if ids.Partition(u, cfg.Layout.InboxPartitions) == ids.Partition(2, cfg.Layout.InboxPartitions) {
+			if a == 0 {
+				a = u
+			} else {
+				b = u
+			}
+		}
+	}
+	sendN(t, n, a, createConv(t, n, false, a, b), 300, "others")
+	got := d2.waitFor(3001, 60*time.Second)
+	checkOrderedOnce(t, got, append(append([]int64{}, backlog...), live...))
+	_ = old
 }

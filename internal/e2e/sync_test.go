@@ -189,7 +189,7 @@ func TestConversationPullPagesBothWays(t *testing.T) {
 		t.Fatalf("non-member pull: %v", err)
 	}
 	// A late joiner sees what was sent after it joined, not before.
-	if _, err := (&admin.Client{NC: n.NC}).AddMembers(ctx, admin.MembersRequest{ConvID: conv, Members: []int64{7}}); err != nil {
+	if _, err := (&admin.Client{NC: testnode.Admin(t, n)}).AddMembers(ctx, admin.MembersRequest{ConvID: conv, Members: []int64{7}}); err != nil {
 		t.Fatal(err)
 	}
 	sendN(t, n, 1, conv, 5, "after-join")
@@ -415,7 +415,7 @@ func TestTraceAndAudit(t *testing.T) {
 
 	// Confirmations and the archive land asynchronously: poll the trace
 	// until it settles (or fails to).
-	ac := &admin.Client{NC: n.NC}
+	ac := &admin.Client{NC: testnode.Admin(t, n)}
 	want := map[int64]string{2: "STORED", 3: "DELIVERED", 4: "READ", 1: "READ"}
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		tr, err := ac.Trace(ctx, msg)

@@ -123,6 +123,16 @@ func (f *Fanout) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("fanout: consumer %s: %w", streams.FanoutConsumer(p), err)
 		}
+		// A fanout that starts has nothing in flight: sends delivered to a
+		// predecessor that died come back now instead of after ack_wait.
+		// Should another fanout be alive and busy with them, it meets them
+		// again later and answers from Postgres (every step is idempotent).
+		// (Only when there are such sends: a reset re-arms the pin.)
+		if cons.CachedInfo().NumAckPending > 0 {
+			if _, err := f.js.ResetConsumer(ctx, streams.SendStream, streams.FanoutConsumer(p)); err != nil {
+				f.log.Warn("reset fanout consumer", zap.Int("partition", p), zap.Error(err))
+			}
+		}
 		pt := &partition{f: f, p: p, cons: cons, members: newMemberCache(f.opts.MemberCacheSize)}
 		wg.Add(1)
 		go func() {

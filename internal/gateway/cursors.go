@@ -59,10 +59,6 @@ func (cm *cursorMirror) flush(ctx context.Context) {
 	}
 }
 
-// touchEvery is how often a connected device's row is refreshed
-// (last_seen_at) even when its cursor did not move.
-const touchEvery = 30 * time.Second
-
 func (cm *cursorMirror) run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -73,7 +69,9 @@ func (cm *cursorMirror) run(ctx context.Context, every time.Duration) {
 			cm.flush(context.Background())
 			return
 		case <-t.C:
-			if time.Since(lastTouch) >= touchEvery {
+			// A connected device's row (last_seen_at) is refreshed even
+			// when its cursor did not move.
+			if time.Since(lastTouch) >= cm.g.opts.DeviceSeenEvery {
 				lastTouch = time.Now()
 				for _, s := range cm.g.router.all() {
 					s.mu.Lock()

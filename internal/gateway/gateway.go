@@ -87,6 +87,8 @@ type Options struct {
 	SendRate rate.Limit
 	// TLS, when set, serves both listeners over TLS (wss://, tls://).
 	TLS *tls.Config
+	// DeviceSeenEvery refreshes connected devices' last_seen_at (default 30s).
+	DeviceSeenEvery time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -158,6 +160,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.SendRate <= 0 {
 		o.SendRate = 50
+	}
+	if o.DeviceSeenEvery <= 0 {
+		o.DeviceSeenEvery = 30 * time.Second
 	}
 }
 

@@ -481,16 +481,31 @@ func (s *session) step() (bool, error) {
 	s.mu.Lock()
 	at := s.consumerAt
 	s.mu.Unlock()
-	if at != covered+1 {
-		if cursor < covered {
-			return false, nil // wait for the device to confirm what it has
+	if at != covered+1 && at != cursor+1 {
+		// The consumer may only be put at a confirmed position: at the
+		// cursor. Entries between it and covered are read again and
+		// skipped. When that stretch is long (an archive page the device
+		// has not confirmed yet, or a live entry with much traffic after
+		// it), wait for the confirmation instead.
+		if cursor < covered && covered-cursor > uint64(s.g.opts.TailScan) {
+			// Nothing more comes before the device confirms. If what it
+			// owes is not backfill (a live entry it holds back, waiting
+			// for earlier messages of its conversation), say so
+			// (has_more=false): it stops waiting and confirms.
+			s.mu.Lock()
+			idle := s.pages == 0
+			s.mu.Unlock()
+			if idle {
+				s.finish()
+			}
+			return false, nil
 		}
-		r, err := s.g.js.ResetConsumerToSequence(ctx, streams.InboxStream(s.p), s.consumer, covered+1)
+		r, err := s.g.js.ResetConsumerToSequence(ctx, streams.InboxStream(s.p), s.consumer, cursor+1)
 		if err != nil {
 			return false, s.recover(ctx, err)
 		}
 		s.mu.Lock()
-		s.consumerAt, s.ackedFloor = covered+1, covered
+		s.consumerAt, s.ackedFloor = cursor+1, cursor
 		s.tailLeft, s.tailKnown = r.NumPending, true
 		s.tailMsgs = s.tailMsgs[:0]
 		s.mu.Unlock()
@@ -668,7 +683,8 @@ func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, err
 	return true, nil
 }
 
-// finish tells the device the backfill is done if the last page said more.
+// finish tells the device that no more backfill comes for now (the last
+// page said more): the backfill is done, or waits for confirmations.
 func (s *session) finish() {
 	s.mu.Lock()
 	need := s.needFinal

@@ -18,6 +18,8 @@ type Options struct {
 	Name     string // server name; default "inboxd"
 	// Logging turns on the server's own log (to stderr).
 	Logging bool
+	// Users, when set, are the only accepted clients (internal/natsauth).
+	Users []*server.User
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -44,6 +46,7 @@ func Start(o Options) (*server.Server, error) {
 		// stall the server with a huge payload.
 		MaxPayload: 1 << 20,
 		NoSigs:     true,
+		Users:      o.Users,
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/natsauth"
 	"github.com/inboxd/inboxd/internal/natsconn"
 	"github.com/inboxd/inboxd/internal/natsembed"
 	"github.com/inboxd/inboxd/internal/ops"
@@ -77,7 +78,23 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		if err != nil {
 			return nil, err
 		}
-		n.NATS, err = natsembed.Start(natsembed.Options{Host: host, Port: port, StoreDir: filepath.Join(cfg.DataDir, "jetstream")})
+		// Least-privilege users: the all-in-one process's own user (a fresh
+		// password each start), or one per service for a split deployment
+		// on one box (--nats-only); always an admin for operators.
+		pw := map[natsauth.Role]string{natsauth.Admin: natsauth.Password(natsauth.Admin)}
+		if roles&^config.RoleEmbeddedNATS == 0 {
+			for _, r := range []natsauth.Role{natsauth.Gateway, natsauth.Fanout, natsauth.Syncer} {
+				pw[r] = natsauth.Password(r)
+			}
+		} else {
+			cfg.NATSUser, cfg.NATSPassword = string(natsauth.AllInOne), natsauth.Random()
+			pw[natsauth.AllInOne] = cfg.NATSPassword
+		}
+		if pw[natsauth.Admin] == natsauth.DevPassword(natsauth.Admin) {
+			log.Warn("embedded NATS: the admin user has the development password; set INBOXD_NATS_PASSWORD_ADMIN in production")
+		}
+		n.NATS, err = natsembed.Start(natsembed.Options{Host: host, Port: port, StoreDir: filepath.Join(cfg.DataDir, "jetstream"),
+			Users: natsauth.Users(pw, cfg.Layout.InboxPartitions)})
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +120,14 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 	}
 	log.Info("postgres schema ready", zap.Int32("version", v))
 
-	if n.NC, err = natsconn.Connect(natsURL, "inboxd-"+roleNames(roles), log); err != nil {
+	user, password := cfg.NATSUser, cfg.NATSPassword
+	if user == "" {
+		user = string(serviceRole(roles))
+	}
+	if password == "" {
+		password = natsauth.Password(natsauth.Role(user))
+	}
+	if n.NC, err = natsconn.Connect(natsURL, "inboxd-"+roleNames(roles), log, nats.UserInfo(user, password)); err != nil {
 		return nil, err
 	}
 	js, err := jetstream.New(n.NC)
@@ -191,6 +215,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 			NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax,
 			OfflineThreshold: cfg.OfflineThreshold, PullRate: rate.Limit(cfg.PullRate),
 			MaxConnsPerUser: cfg.MaxConnsPerUser, SendRate: rate.Limit(cfg.SendRate), TLS: tlsConf,
+			DeviceSeenEvery: cfg.DeviceSeenEvery,
 		}, log.Named("gateway"), n.NC, n.Store, auth.NewVerifierKeys(cfg.TokenSecret, edKey), reg)
 		if err != nil {
 			return nil, err
@@ -249,6 +274,19 @@ func openStore(ctx context.Context, url string, log *zap.Logger) (*store.Store, 
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
+}
+
+// serviceRole is the NATS user a process with these roles connects as.
+func serviceRole(r config.Role) natsauth.Role {
+	switch r &^ config.RoleEmbeddedNATS {
+	case config.RoleGateway:
+		return natsauth.Gateway
+	case config.RoleFanout:
+		return natsauth.Fanout
+	case config.RoleSyncer:
+		return natsauth.Syncer
+	}
+	return natsauth.AllInOne
 }
 
 func roleNames(r config.Role) string {

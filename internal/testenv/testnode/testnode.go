@@ -3,6 +3,10 @@ package testnode
 
 import (
 	"context"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/inboxd/inboxd/internal/natsauth"
 	"testing"
 	"time"
 
@@ -27,6 +31,7 @@ func Config(t testing.TB, databaseURL string) config.Config {
 	c.NewDeviceMax = 1 << 30
 	c.PullRate = 1000
 	c.SendRate = 1e6 // tests send fast; TestSendRateLimited lowers it
+	c.DeviceSeenEvery = 500 * time.Millisecond
 	return c
 }
 
@@ -49,4 +54,16 @@ func AllInOne(t testing.TB) *node.Node {
 	t.Helper()
 	return StartNode(t, Config(t, testenv.Database(t)),
 		config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+}
+
+// Admin connects to the node's NATS server as the admin user (what the nats
+// CLI and inboxctl use); closed when the test ends.
+func Admin(t testing.TB, n *node.Node) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(n.NC.ConnectedUrl(), nats.UserInfo(string(natsauth.Admin), natsauth.Password(natsauth.Admin)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
