@@ -41,14 +41,15 @@ type Handler func(Message) error
 // by conv_seq per conversation, calls the handler on one goroutine, and
 // confirms batches once every message of them was handled.
 type receiver struct {
-	c       *Client
-	stats   Stats // guarded by c.mu
-	in      chan event
-	seen    *idSet
-	convs   map[int64]*convBuf
-	batches map[*batchTrack]struct{}
-	idle    bool // the server said the backfill is done
-	stopped bool
+	c            *Client
+	stats        Stats // guarded by c.mu
+	in           chan event
+	seen         *idSet
+	convs        map[int64]*convBuf
+	batches      map[*batchTrack]struct{}
+	idle         bool      // the server said the backfill is done
+	lastBackfill time.Time // when the last backfill batch arrived
+	stopped      bool
 }
 
 type event struct {
@@ -122,7 +123,9 @@ func (r *receiver) handle(ev event) {
 		if cb == nil {
 			return
 		}
-		cb.pull = 2
+		if cb.pull == 1 {
+			cb.pull = 2
+		}
 		now := time.Now()
 		for _, m := range ev.pulled {
 			i, _ := slices.BinarySearchFunc(cb.pending, m.ConvSeq, func(p pendingMsg, s int64) int { return int(p.m.ConvSeq - s) })
@@ -152,6 +155,7 @@ func (r *receiver) handle(ev event) {
 		b := ev.batch
 		if b.GetLane() == pb.Lane_BACKFILL {
 			r.idle = !b.GetHasMore()
+			r.lastBackfill = time.Now()
 		}
 		if len(b.GetMessages()) == 0 {
 			return
@@ -218,25 +222,8 @@ func (r *receiver) release() {
 				cb.pending = cb.pending[1:]
 				continue
 			}
-			next := p.m.ConvSeq <= cb.hwm+1
-			if !next {
-				// Never hold a live message forever: a device that waits for
-				// the server while the server waits for its confirmation
-				// would wait for good.
-				waited := now.Sub(p.arrived)
-				final := p.m.Lane != "live" || (r.idle && waited >= r.c.opts.GapWait) || waited >= maxGapHold
-				if !final {
-					break
-				}
-				if p.m.Lane == "live" && cb.hwm > 0 && cb.pull != 2 {
-					// A real gap in a conversation this client follows:
-					// fill it from the conversation timeline first.
-					if cb.pull == 0 {
-						cb.pull = 1
-						go r.fillGap(p.m.ConvID, cb.hwm, p.m.ConvSeq)
-					}
-					break
-				}
+			if p.m.ConvSeq > cb.hwm+1 && !r.releaseGap(cb, p, now) {
+				break // hold it: earlier messages of the conversation may come
 			}
 			cb.pull = 0
 			if err := r.c.opts.Handler(p.m); err != nil {
@@ -257,6 +244,38 @@ func (r *receiver) release() {
 			cb.pending = cb.pending[1:]
 		}
 	}
+}
+
+// releaseGap decides whether a message after a gap in its conversation is
+// handed over now.
+//
+//   - A live message waits while the backfill runs (it may fill the gap) and
+//     GapWait after it is done.
+//   - Then, in a conversation this client already follows (hwm > 0), the gap
+//     may be a real hole (entries the inbox holds out of order after a
+//     fault): it is filled from the conversation timeline first; what the
+//     pull does not find (the user was not a member then) is not this
+//     device's to have.
+//   - Otherwise (the client's first message of that conversation) it goes: the
+//     backfill walks the inbox in order, so earlier ones are not in it.
+//   - Nothing waits longer than maxGapHold once the backfill has stopped
+//     moving: a device that waits for the server while the server waits for
+//     its confirmation would wait for good.
+func (r *receiver) releaseGap(cb *convBuf, p pendingMsg, now time.Time) bool {
+	waited := now.Sub(p.arrived)
+	switch {
+	case waited >= maxGapHold && now.Sub(r.lastBackfill) >= maxGapHold:
+		return true // the backfill is not moving: do not wait for it
+	case p.m.Lane == "live" && !(r.idle && waited >= r.c.opts.GapWait):
+		return false // the backfill, still running, may fill the gap
+	case cb.hwm > 0:
+		if cb.pull == 0 {
+			cb.pull = 1
+			go r.fillGap(p.m.ConvID, cb.hwm, p.m.ConvSeq)
+		}
+		return cb.pull == 2
+	}
+	return true
 }
 
 func (r *receiver) done(p pendingMsg) {

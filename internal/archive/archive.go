@@ -45,6 +45,7 @@ type Archiver struct {
 	entries prometheus.Counter
 	lag     *prometheus.GaugeVec
 	errors  prometheus.Counter
+	gaps    prometheus.Counter
 }
 
 // New returns an archiver.
@@ -65,6 +66,8 @@ func New(opts Options, log *zap.Logger, js jetstream.JetStream, st *store.Store,
 		lag: f.NewGaugeVec(prometheus.GaugeOpts{Name: "inboxd_archive_pending_entries",
 			Help: "Entries of a partition not yet archived (as of the last batch)."}, []string{"partition"}),
 		errors: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_batch_errors_total", Help: "Archive batches that failed and were retried."}),
+		gaps: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_gaps_total",
+			Help: "Deliveries that skipped ahead of the archive; the consumer was put back at the first missing entry."}),
 	}
 }
 
@@ -75,22 +78,38 @@ func (a *Archiver) Run(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
+	progress, err := a.st.ArchiveProgress(ctx)
+	if err != nil {
+		return err
+	}
 	for p := 0; p < a.opts.Layout.InboxPartitions; p++ {
 		cons, err := a.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(p), cfg)
 		if err != nil {
 			return fmt.Errorf("archive: consumer on %s: %w", streams.InboxStream(p), err)
 		}
+		// Start right after what is archived: entries a predecessor was
+		// handed and did not archive come back now, not after ack_wait.
+		next := progress[p] + 1
+		if _, err := a.js.ResetConsumerToSequence(ctx, streams.InboxStream(p), cfg.Durable, next); err != nil {
+			a.log.Warn("reset archiver", zap.Int("partition", p), zap.Error(err))
+		}
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
-			a.runPartition(ctx, p, cons)
+			a.runPartition(ctx, p, cons, next)
 		}(p)
 	}
 	wg.Wait()
 	return ctx.Err()
 }
 
-func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consumer) {
+// runPartition archives partition p from stream sequence next on. Its
+// progress mark claims that every entry up to it is archived, and catch-up
+// relies on that claim, so the archiver only ever archives a contiguous run
+// of sequences: a delivery that skips ahead (entries handed to a pull
+// request nobody read, a predecessor that died holding them) is not
+// archived; the consumer is put back at the first missing sequence.
+func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consumer, next uint64) {
 	log := a.log.With(zap.Int("partition", p))
 	in := make(chan jetstream.Msg, 2*a.opts.BatchSize)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -129,19 +148,55 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 			}
 		}
 		var upTo, pending uint64
+		var lastMsg jetstream.Msg
+		gap := false
 		entries = entries[:0]
 		for _, m := range batch {
 			md, err := m.Metadata()
 			if err != nil {
 				continue
 			}
-			upTo, pending = md.Sequence.Stream, md.NumPending
+			seq := md.Sequence.Stream
+			if seq < next {
+				lastMsg = m // archived before: a redelivery
+				continue
+			}
+			if seq > next && next < a.firstSeq(ctx, p) {
+				next = a.firstSeq(ctx, p) // the head expired (MaxAge): nothing to archive before it
+			}
+			if seq != next {
+				gap = true
+				break
+			}
+			next++
+			upTo, pending, lastMsg = seq, md.NumPending, m
 			if e, ok := decodeEntry(m.Subject(), m.Data()); ok {
-				e.Seq = md.Sequence.Stream
+				e.Seq = seq
 				entries = append(entries, e)
 			} else {
-				log.Error("undecodable inbox entry skipped", zap.String("subject", m.Subject()), zap.Uint64("seq", md.Sequence.Stream))
+				log.Error("undecodable inbox entry skipped", zap.String("subject", m.Subject()), zap.Uint64("seq", seq))
 			}
+		}
+		if gap {
+			a.gaps.Inc()
+			if _, err := a.js.ResetConsumerToSequence(ctx, streams.InboxStream(p), "archiver", next); err != nil {
+				log.Warn("reset archiver to the first missing entry", zap.Uint64("seq", next), zap.Error(err))
+			}
+			// Drop what is queued: it comes again after the reset.
+		drop:
+			for {
+				select {
+				case <-in:
+				default:
+					break drop
+				}
+			}
+		}
+		if len(entries) == 0 {
+			if lastMsg != nil && !gap {
+				_ = lastMsg.Ack()
+			}
+			continue
 		}
 		for {
 			err := a.st.ArchiveEntries(ctx, p, entries, upTo)
@@ -161,8 +216,8 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 			}
 			delay = min(2*delay, 5*time.Second)
 		}
-		// AckPolicy all: the last message acknowledges the batch.
-		_ = batch[len(batch)-1].Ack()
+		// AckPolicy all: the last archived message acknowledges the run.
+		_ = lastMsg.Ack()
 		a.entries.Add(float64(len(entries)))
 		a.lag.WithLabelValues(strconv.Itoa(p)).Set(float64(pending))
 	}
@@ -184,4 +239,13 @@ func decodeEntry(subject string, data []byte) (store.ArchivedEntry, bool) {
 		a.Event, a.ConvID, a.ConvSeq, a.Peer = int16(ev.GetType()), ev.GetConvId(), ev.GetUpToConvSeq(), ev.GetPeerUid()
 	}
 	return a, true
+}
+
+// firstSeq returns the oldest sequence still in partition p's stream.
+func (a *Archiver) firstSeq(ctx context.Context, p int) uint64 {
+	s, err := a.js.Stream(ctx, streams.InboxStream(p))
+	if err != nil {
+		return 0
+	}
+	return s.CachedInfo().State.FirstSeq
 }

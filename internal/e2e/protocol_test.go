@@ -224,3 +224,91 @@ func TestJSONFormOverWebSocket(t *testing.T) {
 		t.Fatalf("got %s %s", f.Type, f.Body)
 	}
 }
+
+// More bad input after hello: each gets its coded answer and changes
+// nothing; the session goes on.
+func TestBadRequestsAfterHello(t *testing.T) {
+	n := testnode.AllInOne(t)
+	conv := createConv(t, n, false, 1, 2)
+	c := dialRaw(t, n.Gateway.TCPAddr())
+	c.hello(1)
+	expect := func(code pb.ErrorCode) {
+		t.Helper()
+		for {
+			m := c.read()
+			switch m := m.(type) {
+			case *pb.Error:
+				if m.Code != code || m.Fatal {
+					t.Fatalf("got error %v, want %s (not fatal)", m, code)
+				}
+				return
+			case *pb.SendResult:
+				if m.Status != pb.SendStatus_REJECTED || m.Code != code {
+					t.Fatalf("got %v, want REJECTED %s", m, code)
+				}
+				return
+			case nil:
+				t.Fatal("connection closed")
+			}
+			// batches (live copies), pongs: skip
+		}
+	}
+	c.write(&pb.Send{ClientMsgId: "k-1", ConvId: conv, Kind: 7, Text: "what kind?"})
+	expect(pb.ErrorCode_INVALID_ARGUMENT)
+	c.write(&pb.Ack{BatchIds: []uint64{999}})
+	expect(pb.ErrorCode_INVALID_ARGUMENT)
+	c.write(&pb.Ack{Seqs: []uint64{123456}})
+	expect(pb.ErrorCode_INVALID_ARGUMENT)
+	c.write(&pb.AckRange{UpToSeq: 1 << 60})
+	expect(pb.ErrorCode_INVALID_ARGUMENT)
+	c.write(&pb.Pull{RequestId: 1, ConvId: conv, AfterConvSeq: -5})
+	expect(pb.ErrorCode_INVALID_ARGUMENT)
+	c.write(&pb.Pull{RequestId: 2, ConvId: conv, Limit: 500})
+	expect(pb.ErrorCode_INVALID_ARGUMENT)
+	c.write(&pb.Read{RequestId: 3, ConvId: -1})
+	expect(pb.ErrorCode_INVALID_ARGUMENT)
+	c.write(&pb.Ping{Nonce: 7})
+	for {
+		if p, ok := c.read().(*pb.Pong); ok {
+			if p.Nonce != 7 {
+				t.Fatalf("pong %d", p.Nonce)
+			}
+			break
+		}
+	}
+	if got := count(t, n, `SELECT count(*) FROM msg_content`); got != 0 {
+		t.Fatalf("%d messages stored by bad requests", got)
+	}
+}
+
+// A WebSocket client frame that is not masked breaks the protocol: the
+// connection is told BAD_FRAME and closed.
+func TestUnmaskedWebSocketFrameRefused(t *testing.T) {
+	n := testnode.AllInOne(t)
+	nc, br, _, err := ws.Dial(context.Background(), n.Gateway.WSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	f, _ := wire.AppendFrame(nil, &pb.Hello{Token: testenv.Token(t, 1, "d")})
+	// ws.WriteFrame with an unmasked frame, as a server would send it.
+	if err := ws.WriteFrame(nc, ws.NewBinaryFrame(f)); err != nil {
+		t.Fatal(err)
+	}
+	var r io.Reader = nc
+	if br != nil {
+		r = br
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	msg, _, err := wsutil.ReadServerData(struct {
+		io.Reader
+		io.Writer
+	}{r, nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, m, err := wire.Decode(msg)
+	if e, ok := m.(*pb.Error); err != nil || !ok || e.Code != pb.ErrorCode_BAD_FRAME || !e.Fatal {
+		t.Fatalf("got %v %v, want fatal BAD_FRAME", m, err)
+	}
+}

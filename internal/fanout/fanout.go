@@ -133,6 +133,20 @@ func (f *Fanout) Run(ctx context.Context) error {
 				f.log.Warn("reset fanout consumer", zap.Int("partition", p), zap.Error(err))
 			}
 		}
+		// The pin of a predecessor that died lasts PinnedTTL; a fanout
+		// that starts takes the partition over at once. (Should the pinned
+		// one be alive, both serve the partition until the pin settles:
+		// conv_seq is assigned under a row lock, so that is safe.)
+		for _, pg := range cons.CachedInfo().PriorityGroups {
+			if pg.PinnedClientID == "" {
+				continue
+			}
+			if st, err := f.js.Stream(ctx, streams.SendStream); err != nil {
+				f.log.Warn("unpin fanout consumer", zap.Int("partition", p), zap.Error(err))
+			} else if err := st.UnpinConsumer(ctx, streams.FanoutConsumer(p), pg.Group); err != nil {
+				f.log.Warn("unpin fanout consumer", zap.Int("partition", p), zap.Error(err))
+			}
+		}
 		pt := &partition{f: f, p: p, cons: cons, members: newMemberCache(f.opts.MemberCacheSize)}
 		wg.Add(1)
 		go func() {

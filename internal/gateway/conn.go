@@ -18,6 +18,9 @@ import (
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
+// tailCheckPings: a session re-reads its tail every this many pings.
+const tailCheckPings = 6
+
 // outItem is one thing for a connection's live lane: a frame body to
 // encode, a live entry (an encoded pb.Message; consecutive ones share one
 // Batch frame), or transport bytes ready to go (WebSocket control frames).
@@ -50,6 +53,7 @@ type Conn struct {
 	mu       sync.Mutex
 	inflight atomic.Int32 // sends awaiting a result
 	closing  bool         // a fatal frame is queued (reader goroutine only)
+	pings    int          // pings received (reader goroutine only)
 }
 
 func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {
@@ -328,6 +332,13 @@ func (c *Conn) isClosed() bool {
 func (c *Conn) handle(t wire.FrameType, m proto.Message) bool {
 	switch m := m.(type) {
 	case *pb.Ping:
+		// Every few heartbeats, re-read the tail: a live announcement lost
+		// without the gateway noticing (it is core NATS, at most once)
+		// then delays a message by minutes, never for good.
+		c.pings++
+		if c.pings%tailCheckPings == 0 {
+			c.session().tailCheck()
+		}
 		return c.enqueue(outItem{msg: &pb.Pong{Nonce: m.GetNonce()}})
 	case *pb.Send:
 		c.g.sends.submit(c, m)

@@ -26,6 +26,7 @@ type metrics struct {
 	pages              *prometheus.CounterVec
 	events             *prometheus.CounterVec
 	ackRanges          prometheus.Counter
+	orphans            prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -84,6 +85,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		events: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_gateway_events_total", Help: "Per-user events written to inboxes, by type.",
 		}, []string{"type"}),
+		orphans: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_orphaned_deliveries_total",
+			Help: "Fetches dropped because the consumer had delivered entries to a pull request nobody read; the consumer is put back at the cursor.",
+		}),
 		ackRanges: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_ack_ranges_total", Help: "Explicit range confirmations (entries the client chose not to fetch).",
 		}),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -76,6 +77,8 @@ type session struct {
 	tailMsgs   []tailMsg // consumer deliveries not yet acknowledged
 	tailLeft   uint64    // consumer NumPending after the last fetch
 	tailKnown  bool      // tailLeft is current
+	verified   bool      // a fetch found the tail empty since tailKnown was last set from NumPending
+	nextDseq   uint64    // the consumer sequence the next delivery must have (0: unknown)
 	needFinal  bool      // a has_more=true batch went out: end the backfill with has_more=false
 	started    bool      // the welcome is queued: live entries may go out
 	early      []outItem // live entries that arrived before that
@@ -91,6 +94,10 @@ type tailMsg struct {
 	seq uint64
 	msg jetstream.Msg
 }
+
+// errRetry: the step could not make progress now and should be tried again
+// after a pause (not an error worth a log line).
+var errRetry = errors.New("retry")
 
 // maxUnconfirmed bounds the messages a session keeps sending live without
 // confirmation.
@@ -215,7 +222,8 @@ func (s *session) open(ctx context.Context) (uint64, error) {
 	if info.Delivered.Stream == cursor || r.ResetSeq == cursor+1 {
 		s.consumerAt = cursor + 1
 	}
-	s.tailLeft, s.tailKnown = info.NumPending, s.consumerAt == cursor+1
+	s.tailLeft, s.tailKnown, s.verified = info.NumPending, s.consumerAt == cursor+1, false
+	s.nextDseq = 1 // a reset restarts delivery sequences
 	s.mu.Unlock()
 	g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: cursor})
 	return info.NumPending, nil
@@ -359,6 +367,7 @@ func (s *session) onLive(raw []byte, e wire.Entry) {
 		// The entry is not dropped: the tail read delivers it once the
 		// device confirms (or on its next login).
 		s.tailKnown = false
+		s.verified = false
 		s.mu.Unlock()
 		s.g.metrics.liveDeferred.Inc()
 		return
@@ -372,7 +381,8 @@ func (s *session) onLive(raw []byte, e wire.Entry) {
 	if !e.Event {
 		s.info[seq] = confirmed{conv: e.ConvID, convSeq: e.ConvSeq, sender: e.SenderUID}
 	}
-	s.tailKnown = false // the stream grew: the tail has to be read to cover it
+	s.tailKnown = false
+	s.verified = false // the stream grew: the tail has to be read to cover it
 	if !s.started {
 		s.early = append(s.early, outItem{live: raw, liveSeq: seq})
 		s.mu.Unlock()
@@ -408,9 +418,11 @@ func (s *session) syncConsumer(ctx context.Context, final bool) {
 	}
 	s.mu.Lock()
 	s.ackedFloor, s.lastSync = max(s.ackedFloor, c), time.Now()
+	s.nextDseq = 1
 	if s.consumerAt != 0 {
 		s.consumerAt = c + 1
 		s.tailKnown = false
+		s.verified = false
 		s.tailMsgs = s.tailMsgs[:0]
 	}
 	s.mu.Unlock()
@@ -440,7 +452,9 @@ func (s *session) pump() {
 			if s.ctx.Err() != nil {
 				return
 			}
-			s.g.log.Warn("backfill step", zap.Int64("uid", s.uid), zap.String("device", s.device), zap.Error(err))
+			if !errors.Is(err, errRetry) {
+				s.g.log.Warn("backfill step", zap.Int64("uid", s.uid), zap.String("device", s.device), zap.Error(err))
+			}
 			select {
 			case <-s.ctx.Done():
 				return
@@ -505,8 +519,8 @@ func (s *session) step() (bool, error) {
 			return false, s.recover(ctx, err)
 		}
 		s.mu.Lock()
-		s.consumerAt, s.ackedFloor = cursor+1, cursor
-		s.tailLeft, s.tailKnown = r.NumPending, true
+		s.consumerAt, s.ackedFloor, s.nextDseq = cursor+1, cursor, 1
+		s.tailLeft, s.tailKnown, s.verified = r.NumPending, true, false
 		s.tailMsgs = s.tailMsgs[:0]
 		s.mu.Unlock()
 	}
@@ -545,8 +559,28 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 		left = ci.NumPending
 	}
 	if left == 0 {
-		s.finish()
-		return false, nil
+		s.mu.Lock()
+		verified, covered := s.verified, s.covered
+		s.mu.Unlock()
+		if !verified {
+			// NumPending has been seen to lag behind the stream under
+			// faults: before calling the device caught up, ask the stream
+			// for the inbox's newest entry (a direct get by subject, no
+			// pull request that could outlive the session).
+			last, err := s.lastEntrySeq(ctx)
+			if err != nil {
+				return false, err
+			}
+			verified = last <= covered
+			s.mu.Lock()
+			s.verified = verified
+			s.mu.Unlock()
+		}
+		if verified {
+			s.finish()
+			return false, nil
+		}
+		left = 1 // there is more than NumPending said: read it
 	}
 	n := min(int(left), s.prof.pageSize)
 	if err := s.wait(ctx, n); err != nil {
@@ -560,11 +594,24 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 	pg := getPage()
 	var delivered []tailMsg
 	s.mu.Lock()
-	last := s.covered
+	last, dseq := s.covered, s.nextDseq
 	s.mu.Unlock()
+	orphans := false
 	for m := range batch.Messages() {
 		md, err := m.Metadata()
 		if err != nil {
+			continue
+		}
+		// Every delivery of the consumer has the next consumer sequence. A
+		// jump means deliveries went to a pull request nobody read (an
+		// expiring fetch, a replaced session): those entries count as
+		// delivered and an ack above them would confirm them. Never: drop
+		// this fetch and put the consumer back at the cursor.
+		if dseq != 0 && md.Sequence.Consumer != dseq {
+			orphans = true
+		}
+		dseq = md.Sequence.Consumer + 1
+		if orphans {
 			continue
 		}
 		left = md.NumPending
@@ -590,18 +637,31 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 		putPage(pg)
 		return false, s.recover(ctx, err)
 	}
-	if len(delivered) == 0 {
+	if orphans {
+		s.g.metrics.orphans.Inc()
 		s.mu.Lock()
-		s.tailKnown = false // ask again
+		s.consumerAt, s.tailKnown, s.verified, s.nextDseq = 0, false, false, 0
 		s.mu.Unlock()
 		putPage(pg)
-		return false, nil
+		return true, nil // the next step repositions the consumer at the cursor
+	}
+	if len(delivered) == 0 {
+		// NumPending said there was more, the fetch brought nothing (it
+		// timed out, or the consumer is at max_ack_pending): try again
+		// shortly rather than wait for a poke that may not come.
+		s.mu.Lock()
+		s.tailKnown = false
+		s.verified = false
+		s.mu.Unlock()
+		putPage(pg)
+		return false, errRetry
 	}
 	s.g.metrics.pages.WithLabelValues("tail").Inc()
 	s.mu.Lock()
 	covered := s.covered
 	s.tailMsgs = append(s.tailMsgs, delivered...)
-	s.consumerAt, s.tailLeft, s.tailKnown = last+1, left, true
+	s.consumerAt, s.tailLeft, s.tailKnown, s.verified = last+1, left, true, false
+	s.nextDseq = dseq
 	s.mu.Unlock()
 	// Bodies of what the device does not have from the live lane.
 	if err := s.fillBodies(ctx, pg); err != nil {
@@ -610,6 +670,29 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 	}
 	more, err := s.sendPage(pg, covered, last, left > 0)
 	return more || left > 0, err
+}
+
+// lastEntrySeq returns the stream sequence of the newest entry of the
+// user's inbox (0: none).
+func (s *session) lastEntrySeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := s.g.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+streams.InboxStream(s.p)+"."+streams.InboxSubject(s.p, s.uid), nil)
+	if err != nil {
+		return 0, fmt.Errorf("newest inbox entry: %w", err)
+	}
+	switch m.Header.Get("Status") {
+	case "":
+	case "404":
+		return 0, nil
+	default:
+		return 0, fmt.Errorf("newest inbox entry: status %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
+	}
+	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("newest inbox entry: bad %s header %q", jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
+	}
+	return seq, nil
 }
 
 func (s *session) fillBodies(ctx context.Context, pg *page) error {
@@ -632,9 +715,11 @@ func (s *session) fillBodies(ctx context.Context, pg *page) error {
 func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, error) {
 	s.mu.Lock()
 	if s.closed || s.covered != from {
+		// Covered moved meanwhile (an ack_range): read again from there.
+		closed := s.closed
 		s.mu.Unlock()
 		putPage(pg)
-		return false, nil
+		return !closed, nil
 	}
 	kept := pg.msgs[:0]
 	pg.seqs = pg.seqs[:0]
@@ -676,10 +761,11 @@ func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, err
 	s.needFinal = hasMore
 	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: s.nextBatch, HasMore: hasMore}
 	s.mu.Unlock()
+	n := len(pg.msgs) // pg belongs to the writer once queued
 	if !s.c.enqueueBackfill(pg) {
 		return false, errors.New("connection closed")
 	}
-	s.g.metrics.backfillMessages.Add(float64(len(pg.msgs)))
+	s.g.metrics.backfillMessages.Add(float64(n))
 	return true, nil
 }
 
@@ -728,7 +814,7 @@ func (s *session) recover(ctx context.Context, err error) error {
 	s.g.metrics.consumersRecreated.Inc()
 	s.mu.Lock()
 	s.cons = cons
-	s.consumerAt, s.ackedFloor, s.tailKnown = 0, cursor, false
+	s.consumerAt, s.ackedFloor, s.tailKnown, s.verified, s.nextDseq = 0, cursor, false, false, 0
 	s.tailMsgs = s.tailMsgs[:0]
 	s.mu.Unlock()
 	return nil
@@ -760,6 +846,7 @@ func putPage(pg *page) {
 func (s *session) tailCheck() {
 	s.mu.Lock()
 	s.tailKnown = false
+	s.verified = false
 	s.mu.Unlock()
 	s.poke()
 }
@@ -814,7 +901,7 @@ func (s *session) onAckRange(upTo uint64) error {
 		// The backfill resumes after the range; the consumer is moved there
 		// once the cursor stands at it.
 		s.covered = upTo
-		s.consumerAt, s.tailKnown = 0, false
+		s.consumerAt, s.tailKnown, s.verified = 0, false, false
 		s.tailMsgs = s.tailMsgs[:0]
 	}
 	s.advanceLocked()

@@ -52,6 +52,16 @@ func consumerAPI(streams []string, verbs ...string) []string {
 	return out
 }
 
+// directGet returns the subjects for reading single messages of the given
+// streams (the gateway asks for the newest entry of one inbox).
+func directGet(streams []string) []string {
+	out := make([]string, len(streams))
+	for i, st := range streams {
+		out[i] = "$JS.API.DIRECT.GET." + st + ".>"
+	}
+	return out
+}
+
 func inboxStreams(partitions int) []string {
 	out := make([]string, partitions)
 	for p := range out {
@@ -70,11 +80,11 @@ func table(partitions int) map[Role]perms {
 	return map[Role]perms{
 		Gateway: {
 			pub: concat(streamAPI, consumerAPI(inbox, "CREATE", "DURABLE.CREATE", "INFO", "MSG.NEXT", "RESET"),
-				[]string{"send.*.*", "inbox.*.*", "inboxd.u.*.*.*"}),
+				[]string{"send.*.*", "inbox.*.*", "inboxd.u.*.*.*"}, directGet(inbox)),
 			sub: []string{"_INBOX.>", "_INBOXD.gw.>", "inboxd.u.*.*.*"},
 		},
 		Fanout: {
-			pub: concat(streamAPI, consumerAPI([]string{"SEND"}, "CREATE", "DURABLE.CREATE", "INFO", "MSG.NEXT"),
+			pub: concat(streamAPI, consumerAPI([]string{"SEND"}, "CREATE", "DURABLE.CREATE", "INFO", "MSG.NEXT", "RESET", "UNPIN"),
 				[]string{"inbox.*.*", "inboxd.u.*.*.live", "_INBOXD.gw.>"}),
 			sub: []string{"_INBOX.>"},
 		},

@@ -7,10 +7,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -223,6 +226,12 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		if err := n.Gateway.Start(rctx); err != nil {
 			return nil, err
 		}
+		gw := n.Gateway
+		n.Ops.Handle("/debug/sessions", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			uid, _ := strconv.ParseInt(r.URL.Query().Get("uid"), 10, 64)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(gw.Sessions(uid))
+		}))
 	}
 	log.Info("inboxd node ready", zap.String("roles", roleNames(roles)), zap.String("http", n.Ops.Addr()))
 	return n, nil

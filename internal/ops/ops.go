@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ type Check struct {
 
 // Server is the ops HTTP server.
 type Server struct {
+	mux    *http.ServeMux
 	srv    *http.Server
 	ln     net.Listener
 	mu     sync.Mutex
@@ -36,14 +38,23 @@ func Listen(addr string, reg *prometheus.Registry) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ops: listen %s: %w", addr, err)
 	}
-	s := &Server{ln: ln}
 	mux := http.NewServeMux()
+	s := &Server{ln: ln, mux: mux}
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// Profiles for operators and the benchmarks (the ops address is local
+	// by default: 127.0.0.1).
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }
+
+// Handle adds an endpoint (e.g. /debug/sessions).
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Addr returns the bound address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }

@@ -78,11 +78,14 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
-			// A half-open path forwards no FIN either.
-			if err == io.EOF && !p.black.Load() {
-				if tc, ok := dst.(*net.TCPConn); ok {
-					_ = tc.CloseWrite()
-				}
+			// A half-open path forwards no FIN (nor RST) either.
+			if p.black.Load() {
+				return
+			}
+			if tc, ok := dst.(*net.TCPConn); ok && err == io.EOF {
+				_ = tc.CloseWrite()
+			} else {
+				dst.Close() // a reset (a peer killed with unread data): pass it on
 			}
 			return
 		}
