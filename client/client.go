@@ -63,6 +63,12 @@ type Options struct {
 	// answers true for those, so a restarted application does not get them
 	// twice (they are confirmed again instead).
 	Delivered func(msgID int64) bool
+	// LastConvSeq, when set, returns the highest conv_seq of a
+	// conversation the application has stored (0: none). A restarted
+	// application then keeps conv_seq order across restarts: a message
+	// after a gap waits for the missing ones (or fetches them with a
+	// conversation pull) instead of being taken as the first one seen.
+	LastConvSeq func(convID int64) int64
 	// NoAck never confirms anything: like a client that crashes before it
 	// stored what it got (tests, inboxctl sync --no-ack).
 	NoAck bool

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
@@ -25,6 +26,9 @@ type Message struct {
 // maxGapHold bounds how long a live message waits for earlier ones of its
 // conversation while the backfill is still running.
 const maxGapHold = 10 * time.Second
+
+// fillGapTimeout bounds the conversation pulls that fill one gap.
+const fillGapTimeout = 8 * time.Second
 
 // ErrStop, returned by a Handler, stops delivery: the message and everything
 // after it stay unconfirmed (the server delivers them again next time).
@@ -187,6 +191,9 @@ func (r *receiver) handle(ev event) {
 			cb := r.convs[m.ConvID]
 			if cb == nil {
 				cb = &convBuf{}
+				if r.c.opts.LastConvSeq != nil {
+					cb.hwm = r.c.opts.LastConvSeq(m.ConvID)
+				}
 				r.convs[m.ConvID] = cb
 			}
 			i, _ := slices.BinarySearchFunc(cb.pending, m.ConvSeq, func(p pendingMsg, s int64) int {
@@ -287,8 +294,12 @@ func (r *receiver) done(p pendingMsg) {
 }
 
 // fillGap pulls the messages between hwm and before of a conversation.
+//
+// A pull that fails (rate limited, connection lost) is retried until
+// fillGapTimeout; after that the gap is given up on (the receiver hands the
+// later message over rather than hold the conversation for good).
 func (r *receiver) fillGap(conv, hwm, before int64) {
-	ctx, cancel := context.WithTimeout(r.c.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(r.c.ctx, fillGapTimeout)
 	defer cancel()
 	var got []Message
 	after := hwm
@@ -296,6 +307,16 @@ func (r *receiver) fillGap(conv, hwm, before int64) {
 		msgs, more, err := r.c.Pull(ctx, conv, after, 0, int(min(before-after-1, 50)))
 		if err != nil {
 			r.c.report(err)
+			wait := 200 * time.Millisecond
+			var we *wire.Error
+			if errors.As(err, &we) && we.RetryAfterMs > 0 {
+				wait = time.Duration(we.RetryAfterMs) * time.Millisecond
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+				continue
+			}
 			break
 		}
 		for _, m := range msgs {

@@ -171,10 +171,21 @@ type device struct {
 	mu       sync.Mutex
 	c        *client.Client
 	stored   map[int64]client.Message // msg_id → message: the app's database
-	order    map[int64][]int64        // conv → conv_seq in the order handed over
+	order    map[int64][]handed       // conv → messages in the order handed over
+	apps     int                      // app starts (client instances)
 	dups     int                      // handed over although stored (after the client's dedupe)
 	watched  map[int64]bool
 	wireDups int // dropped by the client package's dedupe
+}
+
+// handed is one message handed to the app (for the order check and its
+// diagnostics).
+type handed struct {
+	convSeq int64
+	seq     uint64
+	lane    string
+	app     int // which start of the app got it
+	at      time.Time
 }
 
 type world struct {
@@ -207,6 +218,11 @@ func newWorld(t *testing.T, h *harness, pl plan) *world {
 		r, err := ac.CreateConv(ctx, admin.CreateConvRequest{Members: members, Group: group})
 		if err != nil {
 			t.Fatal(err)
+		}
+		for _, c := range w.convs {
+			if c.id == r.ConvID {
+				return // a direct conversation of the same pair: there is one per pair
+			}
 		}
 		w.convs = append(w.convs, conv{id: r.ConvID, members: members})
 		for _, m := range members {
@@ -251,7 +267,7 @@ func (w *world) intn(n int) int {
 
 func (w *world) newDevice(uid int64, name string) *device {
 	return &device{uid: uid, name: name, proxy: testenv.StartProxy(w.t, "127.0.0.1:"+strconv.Itoa(w.h.tcpPort)),
-		stored: map[int64]client.Message{}, order: map[int64][]int64{}}
+		stored: map[int64]client.Message{}, order: map[int64][]handed{}}
 }
 
 // connect starts the device's app (a new client instance).
@@ -265,13 +281,25 @@ func (d *device) connect(t *testing.T) error {
 	defer cancel()
 	c, err := client.Dial(ctx, client.Options{
 		URL: "tcp://" + d.proxy.Addr(), Token: testenv.Token(t, d.uid, d.name),
-		Handler: d.handle, Delivered: d.has, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second,
+		Handler: d.handle, Delivered: d.has, LastConvSeq: d.lastConvSeq, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second,
 	})
 	if err != nil {
 		return err
 	}
 	d.c = c
+	d.apps++
 	return nil
+}
+
+// lastConvSeq is the highest conv_seq of a conversation in the app's store.
+func (d *device) lastConvSeq(conv int64) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var last int64
+	for _, h := range d.order[conv] {
+		last = max(last, h.convSeq)
+	}
+	return last
 }
 
 // watch logs how a message arrives when it does (diagnostics).
@@ -295,7 +323,7 @@ func (d *device) handle(m client.Message) error {
 		return nil
 	}
 	d.stored[m.MsgID] = m
-	d.order[m.ConvID] = append(d.order[m.ConvID], m.ConvSeq)
+	d.order[m.ConvID] = append(d.order[m.ConvID], handed{convSeq: m.ConvSeq, seq: m.Seq, lane: m.Lane, app: d.apps, at: time.Now()})
 	return nil
 }
 
@@ -765,12 +793,14 @@ func (w *world) report() {
 				}
 			}
 		}
-		for conv, seqs := range d.order {
-			for i := 1; i < len(seqs); i++ {
-				if seqs[i] <= seqs[i-1] {
+		for conv, hs := range d.order {
+			for i := 1; i < len(hs); i++ {
+				if hs[i].convSeq <= hs[i-1].convSeq {
 					orderViolations++
 					if orderViolations <= 5 {
-						t.Errorf("order: device %d/%s got conv %d seq %d after %d", d.uid, d.name, conv, seqs[i], seqs[i-1])
+						a, b := hs[i-1], hs[i]
+						t.Errorf("order: device %d/%s got conv %d seq %d after %d (%s lane seq %d app start %d at %s, then %s lane seq %d app start %d at %s)",
+							d.uid, d.name, conv, b.convSeq, a.convSeq, a.lane, a.seq, a.app, a.at.Format("15:04:05.000"), b.lane, b.seq, b.app, b.at.Format("15:04:05.000"))
 					}
 				}
 			}

@@ -106,7 +106,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 	}
 	if roles&^config.RoleEmbeddedNATS == 0 {
 		n.Ops.AddCheck(ops.Check{Name: "nats", Fn: func(context.Context) error {
-			if !n.NATS.ReadyForConnections(0) {
+			if !n.NATS.ReadyForConnections(time.Second) {
 				return errors.New("not ready")
 			}
 			return nil
