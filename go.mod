@@ -3,6 +3,7 @@ module github.com/inboxd/inboxd
 go 1.26.8
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/gobwas/ws v1.5.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/jackc/pgx/v5 v5.12.0
@@ -12,6 +13,7 @@ require (
 	github.com/nats-io/nuid v1.0.1
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/zap v1.28.0
+	golang.org/x/time v0.16.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -47,5 +49,4 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 )

@@ -44,8 +44,10 @@ type Conn struct {
 	id   auth.Identity
 	kind string
 
-	out      chan outItem // live lane: control frames and live entries; bounded, overflow disconnects (counted)
-	backfill chan *page   // backfill lane: at most the device's window of pages
+	outMu    sync.Mutex
+	out      []outItem   // live lane: control frames and live entries; bounded (OutQueue), overflow disconnects (counted)
+	backfill chan *page  // backfill lane: at most the device's window of pages
+	writing  atomic.Bool // a writer goroutine runs (started on demand, gone when both lanes are empty)
 	sess     *session
 	reqs     chan struct{} // requests (pull, read, …) in flight
 	done     chan struct{}
@@ -62,7 +64,6 @@ func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {
 		nc:       nc,
 		tr:       tr,
 		log:      g.log.With(zap.String("remote", nc.RemoteAddr().String())),
-		out:      make(chan outItem, g.opts.OutQueue),
 		backfill: make(chan *page, 4),
 		reqs:     make(chan struct{}, maxRequests),
 		done:     make(chan struct{}),
@@ -78,15 +79,47 @@ func (c *Conn) enqueue(it outItem) bool {
 		return false
 	default:
 	}
-	select {
-	case c.out <- it:
-		return true
-	default:
+	c.outMu.Lock()
+	if len(c.out) >= c.g.opts.OutQueue {
+		c.outMu.Unlock()
 		c.g.metrics.overflows.Inc()
 		c.log.Warn("outbound queue full; closing the connection (the device resumes from its cursor)",
 			zap.Int64("uid", c.id.UID), zap.String("device", c.id.Device))
 		c.close()
 		return false
+	}
+	c.out = append(c.out, it)
+	c.outMu.Unlock()
+	c.kick()
+	return true
+}
+
+// takeOut moves the queued live-lane items to dst.
+func (c *Conn) takeOut(dst []outItem) []outItem {
+	c.outMu.Lock()
+	dst = append(dst, c.out...)
+	clear(c.out)
+	if cap(c.out) > 64 {
+		c.out = nil // a burst's queue is not kept by an idle connection
+	} else {
+		c.out = c.out[:0]
+	}
+	c.outMu.Unlock()
+	return dst
+}
+
+func (c *Conn) outEmpty() bool {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	return len(c.out) == 0
+}
+
+// kick makes sure a writer runs. An idle connection has no writer
+// goroutine and no write buffers: they are taken when there is something
+// to write and given back when both lanes are empty.
+func (c *Conn) kick() {
+	if c.writing.CompareAndSwap(false, true) {
+		go c.writeLoop()
 	}
 }
 
@@ -95,6 +128,7 @@ func (c *Conn) enqueue(it outItem) bool {
 func (c *Conn) enqueueBackfill(pg *page) bool {
 	select {
 	case c.backfill <- pg:
+		c.kick()
 		return true
 	case <-c.done:
 		putPage(pg)
@@ -136,7 +170,6 @@ func (c *Conn) close() {
 func (c *Conn) serve() {
 	defer c.g.forget(c)
 	defer c.close()
-	go c.writeLoop()
 
 	if !c.hello() {
 		c.drainWriter()
@@ -374,48 +407,76 @@ func (c *Conn) handle(t wire.FrameType, m proto.Message) bool {
 	}
 }
 
-// writeLoop owns the socket's write side. Each round it takes everything
-// waiting on the live lane (control frames, live entries: the latter
-// coalesced into one Batch frame), then at most one backfill page, and
-// writes all of it with one syscall under a deadline. Live traffic is
-// therefore never behind more than one backfill page.
+// writeLoop owns the socket's write side while there is something to
+// write. Each round it takes everything waiting on the live lane (control
+// frames, live entries: the latter coalesced into one Batch frame), then
+// at most one backfill page, and writes all of it with one syscall under a
+// deadline. Live traffic is therefore never behind more than one page.
+// With both lanes empty it gives its buffers back and ends; kick starts
+// the next one.
 func (c *Conn) writeLoop() {
-	defer c.close()
-	w := &writer{c: c}
+	w := getWriter(c)
+	defer putWriter(w)
 	for {
-		// Block until either lane has something.
-		select {
-		case it := <-c.out:
-			w.add(it)
-		case pg := <-c.backfill:
-			w.addPage(pg)
-		case <-c.done:
+		if c.isClosed() {
 			return
 		}
-		w.drainLive()
-		if !w.hasPage {
-			select {
-			case pg := <-c.backfill:
-				w.addPage(pg)
-			default:
+		w.items = c.takeOut(w.items[:0])
+		for _, it := range w.items {
+			if !w.closing {
+				w.add(it)
 			}
 		}
+		clear(w.items)
+		select {
+		case pg := <-c.backfill:
+			w.addPage(pg)
+		default:
+		}
+		if len(w.buf) == 0 && len(w.raws) == 0 && !w.closing {
+			// Nothing to write: stop, unless something came in between.
+			c.writing.Store(false)
+			if (c.outEmpty() && len(c.backfill) == 0) || !c.writing.CompareAndSwap(false, true) {
+				return
+			}
+			continue
+		}
 		if err := w.flush(); err != nil || w.closing {
+			c.close()
 			return
 		}
 	}
 }
 
-// writer is a connection's reusable write state: nothing is allocated per
-// delivered message once its buffers have grown.
+// writer is a connection's write state, pooled: nothing is allocated per
+// delivered message once its buffers have grown, and an idle connection
+// holds none.
 type writer struct {
 	c       *Conn
 	buf     []byte
 	scratch []byte
 	raws    [][]byte
 	seqs    []uint64
-	hasPage bool
+	items   []outItem
 	closing bool
+}
+
+var writerPool = sync.Pool{New: func() any { return new(writer) }}
+
+func getWriter(c *Conn) *writer {
+	w := writerPool.Get().(*writer)
+	w.c = c
+	return w
+}
+
+func putWriter(w *writer) {
+	if cap(w.buf) > 256<<10 {
+		w.buf = nil
+	}
+	clear(w.raws)
+	w.buf, w.raws, w.seqs, w.items = w.buf[:0], w.raws[:0], w.seqs[:0], w.items[:0]
+	w.c, w.closing = nil, false
+	writerPool.Put(w)
 }
 
 func (w *writer) add(it outItem) {
@@ -431,17 +492,6 @@ func (w *writer) add(it outItem) {
 		w.c.log.Error("encode frame", zap.Error(err))
 	}
 	w.closing = w.closing || it.close
-}
-
-func (w *writer) drainLive() {
-	for len(w.buf) < 256<<10 && !w.closing {
-		select {
-		case it := <-w.c.out:
-			w.add(it)
-		default:
-			return
-		}
-	}
 }
 
 // endLive turns the live entries gathered so far into one Batch frame.
@@ -463,7 +513,6 @@ func (w *writer) addPage(pg *page) {
 	w.endLive()
 	w.appendBatch(&pg.hdr, pg.msgs, nil)
 	putPage(pg)
-	w.hasPage = true
 }
 
 func (w *writer) appendBatch(h *wire.BatchHeader, msgs []wire.Message, raws [][]byte) {
@@ -497,7 +546,6 @@ func (w *writer) flush() error {
 			w.buf = append(w.buf, cf...)
 		}
 	}
-	w.hasPage = false
 	if len(w.buf) == 0 {
 		return nil
 	}

@@ -186,11 +186,12 @@ type Gateway struct {
 	resultPrefix string
 	resultSub    *nats.Subscription
 
-	mu    sync.Mutex
-	lns   []net.Listener
-	conns map[*Conn]struct{}
-	wg    sync.WaitGroup
-	stop  context.CancelFunc
+	mu        sync.Mutex
+	lns       []net.Listener
+	conns     map[*Conn]struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+	stop      context.CancelFunc
 }
 
 // New returns a gateway; Start opens its listeners.
@@ -208,7 +209,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		conns:        make(map[*Conn]struct{}),
 	}
 	g.sends = newSendTracker(g)
-	g.router = &router{g: g, users: make(map[int64]*userEntry)}
+	g.router = newRouter(g)
 	g.parts = &partInfos{g: g, m: make([]partInfo, opts.Layout.InboxPartitions)}
 	g.mirror = &cursorMirror{g: g}
 	g.bodies = newBodyCache(opts.BodyCacheEntries, st.Bodies)
@@ -319,6 +320,7 @@ func (g *Gateway) Shutdown() {
 		_ = g.resultSub.Unsubscribe()
 	}
 	g.wg.Wait()
+	g.closeOnce.Do(func() { close(g.router.done) })
 }
 
 func (g *Gateway) acceptLoop(ln net.Listener, serve func(net.Conn)) {

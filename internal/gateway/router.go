@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -16,10 +17,54 @@ import (
 // router routes per-user NATS traffic (live entries, login kicks) to the
 // sessions of that user on this gateway: one subscription per connected
 // user, shared by the user's devices, and the user's backfill rate limiter.
+//
+// The subscriptions are channel subscriptions feeding routeShards
+// goroutines (a user always to the same one, so its entries stay in
+// order): an async subscription would cost a goroutine per connected user.
+// A shard that falls routeQueue messages behind drops live entries (NATS
+// counts a slow consumer); they are not lost, the tail read delivers them.
 type router struct {
-	g     *Gateway
-	mu    sync.Mutex
-	users map[int64]*userEntry
+	g      *Gateway
+	mu     sync.Mutex
+	users  map[int64]*userEntry
+	shards []chan *nats.Msg
+	done   chan struct{} // closed by the gateway's Shutdown
+}
+
+const (
+	routeShards = 8
+	routeQueue  = 1 << 14
+)
+
+func newRouter(g *Gateway) *router {
+	r := &router{g: g, users: make(map[int64]*userEntry), done: make(chan struct{})}
+	for range routeShards {
+		ch := make(chan *nats.Msg, routeQueue)
+		r.shards = append(r.shards, ch)
+		go r.route(ch)
+	}
+	return r
+}
+
+// route delivers one shard's messages until the gateway shuts down.
+func (r *router) route(ch chan *nats.Msg) {
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-r.done:
+			return
+		}
+		// inboxd.u.<p>.<uid>.<kind>
+		rest := strings.TrimPrefix(m.Subject, "inboxd.u.")
+		_, rest, _ = strings.Cut(rest, ".")
+		uidStr, _, _ := strings.Cut(rest, ".")
+		uid, err := strconv.ParseInt(uidStr, 10, 64)
+		if err != nil {
+			continue
+		}
+		r.deliver(uid, m)
+	}
 }
 
 type userEntry struct {
@@ -44,13 +89,11 @@ func (r *router) register(s *session) (replaced []*session, err error) {
 			pulls:   rate.NewLimiter(r.g.opts.PullRate, max(1, int(r.g.opts.PullRate))),
 			sends:   rate.NewLimiter(r.g.opts.SendRate, max(1, int(2*r.g.opts.SendRate))),
 		}
-		uid := s.uid
-		u.sub, err = r.g.nc.Subscribe(streams.UserWildcard(s.p, s.uid), func(m *nats.Msg) { r.deliver(uid, m) })
+		u.sub, err = r.g.nc.ChanSubscribe(streams.UserWildcard(s.p, s.uid), r.shards[uint64(s.uid)%routeShards])
 		if err != nil {
 			r.mu.Unlock()
 			return nil, err
 		}
-		_ = u.sub.SetPendingLimits(-1, 64<<20)
 		r.users[s.uid] = u
 	}
 	others := 0

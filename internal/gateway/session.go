@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -57,10 +58,11 @@ type session struct {
 
 	cons jetstream.Consumer
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   chan struct{} // pokes the pump
-	done   chan struct{} // closed when the session ended and its cursor is saved
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wake    chan struct{} // pokes the pump
+	pumping atomic.Bool   // a pump goroutine runs
+	done    chan struct{} // closed when the session ended and its cursor is saved
 
 	mu         sync.Mutex
 	cursor     uint64
@@ -162,7 +164,9 @@ func (s *session) start() {
 	for _, it := range early {
 		s.c.enqueue(it)
 	}
-	go s.pump()
+	if s.pumping.CompareAndSwap(false, true) {
+		go s.pump()
+	}
 }
 
 // open finds or creates the device's consumer, resets it so unacknowledged
@@ -242,10 +246,20 @@ func (s *session) newDeviceCap(ctx context.Context, stream string) error {
 	return err
 }
 
+// poke makes the pump look again (an ack, a live entry to cover, a NATS
+// reconnect), starting it if it is not running: a caught-up session holds
+// no goroutine.
 func (s *session) poke() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
+	}
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	if started && s.pumping.CompareAndSwap(false, true) {
+		s.pumping.Store(true)
+		go s.pump()
 	}
 }
 
@@ -468,12 +482,24 @@ func (s *session) pump() {
 	}
 }
 
+// sleep reports whether the pump goes on: it does if it was poked
+// meanwhile; otherwise it ends (the next poke starts a new one).
 func (s *session) sleep() bool {
 	select {
 	case <-s.ctx.Done():
 		return false
 	case <-s.wake:
 		return true
+	default:
+	}
+	s.pumping.Store(false)
+	// A poke between the check above and the store saw a running pump and
+	// started none: look once more.
+	select {
+	case <-s.wake:
+		return s.pumping.CompareAndSwap(false, true)
+	default:
+		return false
 	}
 }
 

@@ -1,0 +1,231 @@
+// Command inboxbench measures inboxd end to end: real client connections
+// over real sockets (the client package) against the real system, started
+// by the tool as separate processes (all-in-one, or --split), with load
+// generators in their own processes on their own 127.0.0.x source
+// addresses. Every scenario measures its baseline in the same run on the
+// same machine, so its ratio survives a noisy box. docs/benchmarks.md has
+// the method, the commands and the figures.
+//
+//	inboxbench fanout [--group N]           send path vs raw JetStream publishes
+//	inboxbench storm --users U --backlog B  U devices with B offline messages log in at once
+//	inboxbench live                         live latency, idle and during a login storm
+//	inboxbench conns --n N                  idle connections on one gateway process
+//	inboxbench scale                        one device's drain at 100k vs 2M INBOX entries
+//	inboxbench all                          every scenario in turn
+//
+// --json prints one JSON object per scenario (the contract fields first);
+// --quick runs tiny sizes in seconds (what the test suite does).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"reflect"
+	"runtime"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/natsauth"
+	"github.com/inboxd/inboxd/internal/store"
+)
+
+type opts struct {
+	sys   sysOpts
+	json  bool
+	quick bool
+
+	timeout time.Duration
+	workers int
+
+	// fanout
+	group, senders, window, msgs, maxPending int
+	// storm, live
+	users, backlog, seedGroup int
+	kind                      string
+	// live
+	rate  float64
+	pairs int
+	idle  time.Duration
+	// conns
+	n, dialConc  int
+	splitSet     bool
+	freshDevices bool
+	// scale
+	small, large, samples int
+}
+
+var scenarios = map[string]func(context.Context, *opts) (any, error){
+	"fanout": runFanout,
+	"storm":  runStorm,
+	"live":   runLive,
+	"conns":  runConns,
+	"scale":  runScale,
+}
+
+var order = []string{"fanout", "storm", "live", "conns", "scale"}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage: inboxbench <fanout|storm|live|conns|scale|all> [flags]
+run "inboxbench <scenario> -h" for the flags; docs/benchmarks.md explains the method`)
+	os.Exit(2)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	switch os.Args[1] {
+	case "worker":
+		workerMain(os.Args[2:])
+		return
+	case "_serve":
+		serveMain(os.Args[2:])
+		return
+	}
+	cmd := os.Args[1]
+	if _, ok := scenarios[cmd]; !ok && cmd != "all" {
+		usage()
+	}
+	o := parseFlags(cmd, os.Args[2:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	names := []string{cmd}
+	if cmd == "all" {
+		names = order
+	}
+	failed := false
+	for _, name := range names {
+		oo := *o
+		res, err := scenarios[name](ctx, &oo)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "inboxbench %s: %v\n", name, err)
+			failed = true
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		printResult(o.json, res)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+func parseFlags(cmd string, args []string) *opts {
+	o := &opts{}
+	fs := flag.NewFlagSet("inboxbench "+cmd, flag.ExitOnError)
+	fs.BoolVar(&o.json, "json", false, "one JSON object per scenario instead of a table")
+	fs.BoolVar(&o.quick, "quick", false, "tiny sizes, seconds per scenario (keeps the tool working; figures mean nothing)")
+	fs.BoolVar(&o.sys.split, "split", false, "run NATS, gateway, fanout and syncer as separate processes (conns: default true)")
+	fs.StringVar(&o.sys.bin, "bin", "", "directory of prebuilt inboxd, gateway, fanout, syncer binaries (default: re-execute this binary)")
+	fs.StringVar(&o.sys.pgAdmin, "pg", envOr("INBOXBENCH_PG", "postgres://inboxd:inboxd@127.0.0.1:5432/postgres?sslmode=disable"),
+		"Postgres URL the scenario databases are created through (env INBOXBENCH_PG)")
+	fs.StringVar(&o.sys.url, "url", "", "use a running system: gateway URL (tcp://host:port); needs --nats")
+	fs.StringVar(&o.sys.natsURL, "nats", "", "with --url: NATS URL of the running system")
+	fs.StringVar(&o.sys.natsUser, "nats-user", "", "NATS user for the admin API and the baselines (default admin)")
+	fs.StringVar(&o.sys.natsPass, "nats-password", "", "its password (default $INBOXD_NATS_PASSWORD_ADMIN or the development one)")
+	fs.StringVar(&o.sys.secret, "secret", auth.DevSecret, "HS256 token secret of the gateway")
+	fs.IntVar(&o.sys.gwPid, "gateway-pid", 0, "with --url: pid of the gateway process (conns RSS)")
+	fs.StringVar(&o.sys.gwOps, "gateway-ops", "", "with --url: ops HTTP address of the gateway (conns heap)")
+	fs.IntVar(&o.sys.partitions, "partitions", 16, "INBOX partitions of the system")
+	fs.BoolVar(&o.sys.verbose, "v", false, "progress on stderr")
+	fs.BoolVar(&o.sys.keep, "keep", false, "keep the temp dir with the server logs")
+	fs.DurationVar(&o.timeout, "timeout", 0, "bound of one storm drain (default 10m, quick 60s)")
+	fs.IntVar(&o.workers, "workers", 0, "load-generator processes (default: one per 9,000 connections)")
+	fs.IntVar(&o.group, "group", 0, "fanout: members per conversation (default 10)")
+	fs.IntVar(&o.senders, "senders", 8, "fanout: sending connections, each on its own conversation")
+	fs.IntVar(&o.window, "window", 256, "fanout: sends in flight per sender")
+	fs.IntVar(&o.msgs, "msgs", 0, "fanout: messages measured (default 600,000 entries' worth)")
+	fs.IntVar(&o.maxPending, "max-pending", 16384, "fanout baseline: async publishes in flight")
+	fs.IntVar(&o.users, "users", 0, "storm/live: devices in the login storm (default 300; live 10,000)")
+	fs.IntVar(&o.backlog, "backlog", 0, "storm/live/scale: offline messages per device (default 200)")
+	fs.IntVar(&o.seedGroup, "seed-group", 100, "storm/live: users per group conversation the backlogs are sent to")
+	fs.StringVar(&o.kind, "kind", "desktop", "storm/live: device kind of the storm devices (mobile, web, desktop)")
+	fs.Float64Var(&o.rate, "rate", 0, "live: messages per second (default 200)")
+	fs.IntVar(&o.pairs, "pairs", 20, "live: sender/receiver pairs (direct conversations)")
+	fs.DurationVar(&o.idle, "idle", 0, "live: length of the idle phase (default 10s)")
+	fs.IntVar(&o.n, "n", 0, "conns: connections (default 19,000)")
+	fs.IntVar(&o.dialConc, "dial-concurrency", 256, "conns: dials in progress at once per worker")
+	fs.BoolVar(&o.freshDevices, "fresh-devices", false, "conns: first logins (no device registered before)")
+	fs.IntVar(&o.small, "small", 0, "scale: INBOX entries of the small installation (default 100,000)")
+	fs.IntVar(&o.large, "large", 0, "scale: INBOX entries of the large installation (default 2,000,000)")
+	fs.IntVar(&o.samples, "samples", 5, "scale: devices drained per installation (median reported)")
+	_ = fs.Parse(args)
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "split" {
+			o.splitSet = true
+		}
+	})
+	if o.sys.pgAdmin == "" {
+		o.sys.pgAdmin = store.DefaultURL
+	}
+	if o.sys.natsPass == "" && o.sys.natsUser == "" {
+		o.sys.natsPass = natsauth.Password(natsauth.Admin)
+	}
+	if o.timeout == 0 {
+		o.timeout = pick(o.quick, 60*time.Second, 10*time.Minute)
+	}
+	return o
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func pick[T any](quick bool, q, full T) T {
+	if quick {
+		return q
+	}
+	return full
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func logf(verbose bool, format string, args ...any) {
+	if verbose {
+		fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000")+" "+format+"\n", args...)
+	}
+}
+
+// printResult prints res as one JSON line, or as a two-column table of its
+// json-tagged fields.
+func printResult(asJSON bool, res any) {
+	if asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Println(string(b))
+		return
+	}
+	v := reflect.ValueOf(res)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%v\n", name, v.Field(i).Interface())
+	}
+	fmt.Fprintf(tw, "machine\t%d CPUs shared by the system under test and the load generators\n", runtime.NumCPU())
+	_ = tw.Flush()
+	fmt.Println()
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/inboxd/inboxd/internal/testenv"
+)
+
+// contract lists the fields other tooling reads from each scenario's JSON.
+var contract = map[string][]string{
+	"fanout": {"entries_per_s", "msgs_per_s", "baseline_publish_per_s", "ratio"},
+	"storm":  {"users", "backlog", "drain_s", "msgs_per_s", "first_page_p99_ms", "baseline_msgs_per_s", "ratio", "lost", "dup_after_dedupe"},
+	"live":   {"idle_p50_ms", "idle_p99_ms", "storm_p50_ms", "storm_p99_ms", "storm_max_ms", "lost"},
+	"conns":  {"connections", "rss_bytes_per_conn", "go_heap_bytes_per_conn", "handshakes_per_s"},
+	"scale":  {"drain_ms_small", "drain_ms_large", "ratio"},
+}
+
+// TestQuickScenarios builds inboxbench and runs every scenario in quick
+// mode against real systems it starts (separate server and worker
+// processes, a fresh Postgres database each): it keeps the tool working.
+// It checks the JSON contract and correctness (nothing lost, nothing
+// duplicated), never speed.
+func TestQuickScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts whole systems")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "inboxbench")
+	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "all", "--quick", "--json", "--pg", testenv.AdminURL())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err = cmd.Run()
+	t.Logf("inboxbench all --quick took %s", time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("inboxbench all --quick: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	got := map[string]map[string]any{}
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("not a JSON object: %q: %v", sc.Text(), err)
+		}
+		name, _ := m["scenario"].(string)
+		got[name] = m
+		t.Logf("%s", sc.Text())
+	}
+	num := func(scenario, field string) float64 {
+		t.Helper()
+		v, ok := got[scenario][field].(float64)
+		if !ok {
+			t.Errorf("%s: field %q missing or not a number: %v", scenario, field, got[scenario][field])
+		}
+		return v
+	}
+	for scenario, fields := range contract {
+		if got[scenario] == nil {
+			t.Errorf("no %s result; stderr:\n%s", scenario, stderr.String())
+			continue
+		}
+		for _, f := range fields {
+			num(scenario, f)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	positive := func(scenario string, fields ...string) {
+		t.Helper()
+		for _, f := range fields {
+			if v := num(scenario, f); v <= 0 {
+				t.Errorf("%s: %s = %v, want > 0", scenario, f, v)
+			}
+		}
+	}
+	zero := func(scenario string, fields ...string) {
+		t.Helper()
+		for _, f := range fields {
+			if v := num(scenario, f); v != 0 {
+				t.Errorf("%s: %s = %v, want 0", scenario, f, v)
+			}
+		}
+	}
+	positive("fanout", "entries_per_s", "msgs_per_s", "baseline_publish_per_s", "ratio")
+	positive("storm", "drain_s", "msgs_per_s", "first_page_p99_ms", "baseline_msgs_per_s", "ratio")
+	zero("storm", "lost", "dup_after_dedupe", "unexpected", "baseline_lost")
+	if num("storm", "users") != 60 || num("storm", "backlog") != 20 {
+		t.Errorf("storm: users/backlog %v/%v, want the quick 60/20", num("storm", "users"), num("storm", "backlog"))
+	}
+	positive("live", "idle_p50_ms", "idle_p99_ms", "idle_msgs")
+	zero("live", "lost", "storm_lost", "dup_after_dedupe")
+	if num("live", "idle_p99_ms") < num("live", "idle_p50_ms") || num("live", "storm_max_ms") < num("live", "storm_p99_ms") {
+		t.Errorf("live: percentiles out of order: %v", got["live"])
+	}
+	positive("conns", "handshakes_per_s")
+	if c := num("conns", "connections"); c != 200 {
+		t.Errorf("conns: %v connections, want 200", c)
+	}
+	positive("scale", "drain_ms_small", "drain_ms_large", "ratio")
+	if os.Getenv("INBOXBENCH_TEST_VERBOSE") != "" {
+		t.Logf("stderr:\n%s", stderr.String())
+	}
+}
