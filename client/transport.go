@@ -34,6 +34,9 @@ func dial(ctx context.Context, rawURL string, maxFrame int, local net.Addr, tlsC
 		return nil, fmt.Errorf("client: bad url %q: %w", rawURL, err)
 	}
 	nd := &net.Dialer{LocalAddr: local, KeepAlive: -1}
+	if local != nil {
+		nd.Control = bindNoPort
+	}
 	switch u.Scheme {
 	case "tcp", "tls":
 		var nc net.Conn

@@ -515,6 +515,12 @@ func runConns(ctx context.Context, o *opts) (any, error) {
 	}
 	rss0, heap0 := measure()
 	results := make([]holdResult, nw)
+	if o.profile != "" {
+		// CPU profiles of every server process during the connection wave.
+		for _, pr := range sys.procs {
+			go saveCPUProfile(o.profile, pr, 4*time.Second)
+		}
+	}
 	logf(o.sys.verbose, "conns: %d connections from %d workers", n, nw)
 	err = p.each(func(i int, w *workerProc) error {
 		return w.call("hold", holdArgs{target: sys.target("desktop"), From: int64(ranges[i][0] + 1), To: int64(ranges[i][1] + 1),
@@ -547,6 +553,9 @@ func runConns(ctx context.Context, o *opts) (any, error) {
 	out.HandshakeP50Ms, out.HandshakeP99Ms = ms(h, 50), ms(h, 99)
 	time.Sleep(pick(o.quick, 500*time.Millisecond, 3*time.Second)) // let logins finish their background work
 	rss1, heap1 := measure()
+	if o.profile != "" && sys.gw != nil {
+		saveProfiles(o.profile, sys.gw.ops, "conns")
+	}
 	out.RSSBefore, out.RSSAfter = rss0, rss1
 	if sys.gw != nil {
 		out.GatewayReports, _ = metric(sys.gw.ops, "inboxd_gateway_connections")

@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +72,14 @@ func workerMain(args []string) {
 	local := fs.String("local", "", "source address of the worker's connections (127.0.0.x)")
 	_ = fs.Parse(args)
 	w := &worker{out: bufio.NewWriter(os.Stdout)}
+	// INBOXBENCH_WORKER_PROFILE=dir: a CPU profile of each worker, to see
+	// what the load generator itself costs.
+	if dir := os.Getenv("INBOXBENCH_WORKER_PROFILE"); dir != "" {
+		if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("worker-%d.cpu.pb.gz", os.Getpid()))); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer f.Close()
+		}
+	}
 	if *local != "" {
 		w.local = &net.TCPAddr{IP: net.ParseIP(*local)}
 	}
@@ -101,6 +111,7 @@ func workerMain(args []string) {
 	}
 	// stdin closed: the parent is done (or gone).
 	w.release()
+	pprof.StopCPUProfile()
 	os.Exit(0)
 }
 

@@ -38,7 +38,6 @@ type Conn struct {
 	g    *Gateway
 	nc   net.Conn
 	tr   transport
-	log  *zap.Logger
 	json bool // the client spoke the JSON form in hello: answer in JSON
 
 	id   auth.Identity
@@ -63,7 +62,6 @@ func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {
 		g:        g,
 		nc:       nc,
 		tr:       tr,
-		log:      g.log.With(zap.String("remote", nc.RemoteAddr().String())),
 		backfill: make(chan *page, 4),
 		reqs:     make(chan struct{}, maxRequests),
 		done:     make(chan struct{}),
@@ -83,7 +81,7 @@ func (c *Conn) enqueue(it outItem) bool {
 	if len(c.out) >= c.g.opts.OutQueue {
 		c.outMu.Unlock()
 		c.g.metrics.overflows.Inc()
-		c.log.Warn("outbound queue full; closing the connection (the device resumes from its cursor)",
+		c.logger().Warn("outbound queue full; closing the connection (the device resumes from its cursor)",
 			zap.Int64("uid", c.id.UID), zap.String("device", c.id.Device))
 		c.close()
 		return false
@@ -171,7 +169,12 @@ func (c *Conn) serve() {
 	defer c.g.forget(c)
 	defer c.close()
 
-	if !c.hello() {
+	// The login runs deep (tokens, JetStream, Postgres) on a goroutine of
+	// its own: the stack it grows goes with it, and this reader, which
+	// lives as long as the connection, idles on a small one.
+	helloOK := make(chan bool, 1)
+	go func() { helloOK <- c.hello() }()
+	if !<-helloOK {
 		c.drainWriter()
 		return
 	}
@@ -208,10 +211,10 @@ func (c *Conn) readFailed(err error) {
 		c.drainWriter()
 	case isTimeout(err):
 		c.g.metrics.timeouts.Inc()
-		c.log.Debug("read deadline: peer silent for 3 heartbeats", zap.Int64("uid", c.id.UID), zap.String("device", c.id.Device))
+		c.logger().Debug("read deadline: peer silent for 3 heartbeats", zap.Int64("uid", c.id.UID), zap.String("device", c.id.Device))
 	case errors.Is(err, io.EOF), errors.Is(err, errWSClosed), errors.Is(err, net.ErrClosed):
 	default:
-		c.log.Debug("read", zap.Error(err))
+		c.logger().Debug("read", zap.Error(err))
 	}
 }
 
@@ -285,14 +288,13 @@ func (c *Conn) hello() bool {
 	if c.kind == "" {
 		c.kind = "desktop"
 	}
-	c.log = c.log.With(zap.Int64("uid", id.UID), zap.String("device", id.Device))
 	sess, pending, err := c.g.startSession(context.Background(), c)
 	if errors.Is(err, errTooManyConns) {
 		c.fail(wire.Errorf(pb.ErrorCode_LIMIT_EXCEEDED, "user %d already holds %d connections on this gateway", id.UID, c.g.opts.MaxConnsPerUser), true)
 		return false
 	}
 	if err != nil {
-		c.log.Warn("open device session", zap.Error(err))
+		c.logger().Warn("open device session", zap.Error(err))
 		c.fail(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot open the device's inbox now; retry"), true)
 		return false
 	}
@@ -304,7 +306,7 @@ func (c *Conn) hello() bool {
 	summary, err := c.summary(sctx)
 	cancel()
 	if err != nil {
-		c.log.Warn("login summary", zap.Error(err)) // the client can ask again
+		c.logger().Warn("login summary", zap.Error(err)) // the client can ask again
 		summary = &pb.Summary{}
 	}
 	summary.Pending = pending
@@ -332,12 +334,19 @@ func (c *Conn) hello() bool {
 	if tooLong {
 		nctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := sess.sendNewest(nctx); err != nil {
-			c.log.Warn("newest page", zap.Error(err)) // the drain still delivers everything
+			c.logger().Warn("newest page", zap.Error(err)) // the drain still delivers everything
 		}
 		cancel()
 	}
 	sess.start()
 	return ok
+}
+
+// logger returns the gateway's logger with this connection's fields. It
+// is built when something is logged (rarely): a logger per connection
+// would cost an idle connection about a kilobyte.
+func (c *Conn) logger() *zap.Logger {
+	return c.g.log.With(zap.String("remote", c.nc.RemoteAddr().String()), zap.Int64("uid", c.id.UID), zap.String("device", c.id.Device))
 }
 
 func (c *Conn) session() *session {
@@ -489,7 +498,7 @@ func (w *writer) add(it outItem) {
 	var err error
 	w.buf, w.scratch, err = w.c.encode(w.buf, w.scratch, it)
 	if err != nil {
-		w.c.log.Error("encode frame", zap.Error(err))
+		w.c.logger().Error("encode frame", zap.Error(err))
 	}
 	w.closing = w.closing || it.close
 }

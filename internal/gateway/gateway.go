@@ -364,8 +364,12 @@ func (g *Gateway) forget(c *Conn) {
 	g.sends.forget(c)
 }
 
+// readBufSize is a connection's read buffer: client frames are small (acks,
+// pings, sends of a few hundred bytes); larger ones are read past it.
+const readBufSize = 1024
+
 func (g *Gateway) serveTCP(nc net.Conn) {
-	tr := &tcpTransport{r: bufio.NewReaderSize(nc, 4096), max: g.opts.MaxFrame}
+	tr := &tcpTransport{r: bufio.NewReaderSize(nc, readBufSize), max: g.opts.MaxFrame}
 	c := newConn(g, nc, tr)
 	if g.track(c) {
 		c.serve()
@@ -397,7 +401,7 @@ func (g *Gateway) serveWS(nc net.Conn) {
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
-	tr := &wsTransport{r: bufio.NewReaderSize(nc, 4096), max: g.opts.MaxFrame}
+	tr := &wsTransport{r: bufio.NewReaderSize(nc, readBufSize), max: g.opts.MaxFrame}
 	c := newConn(g, nc, tr)
 	tr.ctl = func(raw []byte) { c.enqueue(outItem{raw: raw}) }
 	if g.track(c) {

@@ -126,7 +126,7 @@ func (c *Conn) handleRead(r *pb.Read) {
 		if vis.Kind == store.KindDirect && vis.PeerUID != 0 {
 			if err := c.g.publishEvent(ctx, vis.PeerUID, &pb.Event{Type: pb.EventType_READ, ConvId: r.GetConvId(), UpToConvSeq: readSeq, PeerUid: uid},
 				"rd:"+conv+":"+strconv.FormatInt(uid, 10)+":"+seq); err != nil {
-				c.log.Warn("read receipt", zap.Error(err))
+				c.logger().Warn("read receipt", zap.Error(err))
 			}
 		}
 		return &pb.ReadResult{RequestId: r.GetRequestId(), ConvId: r.GetConvId(), ReadSeq: readSeq}, nil

@@ -68,7 +68,8 @@ func (r *router) route(ch chan *nats.Msg) {
 }
 
 type userEntry struct {
-	sub      *nats.Subscription
+	live     *nats.Subscription
+	kick     *nats.Subscription
 	sessions []*session
 	limiter  *rate.Limiter // backfill messages
 	pulls    *rate.Limiter // conversation pulls
@@ -89,7 +90,18 @@ func (r *router) register(s *session) (replaced []*session, err error) {
 			pulls:   rate.NewLimiter(r.g.opts.PullRate, max(1, int(r.g.opts.PullRate))),
 			sends:   rate.NewLimiter(r.g.opts.SendRate, max(1, int(2*r.g.opts.SendRate))),
 		}
-		u.sub, err = r.g.nc.ChanSubscribe(streams.UserWildcard(s.p, s.uid), r.shards[uint64(s.uid)%routeShards])
+		// Two literal subjects rather than one wildcard: the server's
+		// cleanup after unsubscribing a wildcard scans every outstanding
+		// service response of the account, which made a wave of
+		// disconnects cost the NATS server seconds of CPU.
+		ch := r.shards[uint64(s.uid)%routeShards]
+		u.live, err = r.g.nc.ChanSubscribe(streams.UserLive(s.p, s.uid), ch)
+		if err == nil {
+			u.kick, err = r.g.nc.ChanSubscribe(streams.UserKick(s.p, s.uid), ch)
+			if err != nil {
+				_ = u.live.Unsubscribe()
+			}
+		}
 		if err != nil {
 			r.mu.Unlock()
 			return nil, err
@@ -135,7 +147,8 @@ func (r *router) unregister(s *session) {
 		}
 	}
 	if len(u.sessions) == 0 {
-		_ = u.sub.Unsubscribe()
+		_ = u.live.Unsubscribe()
+		_ = u.kick.Unsubscribe()
 		delete(r.users, s.uid)
 	}
 }

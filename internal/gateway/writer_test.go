@@ -28,7 +28,7 @@ func benchConn(b *testing.B, ws bool) *Conn {
 	if ws {
 		tr = &wsTransport{r: bufio.NewReader(nil), max: wire.DefaultMaxFrame}
 	}
-	return &Conn{g: g, nc: discardConn{}, tr: tr, log: zap.NewNop(), done: make(chan struct{})}
+	return &Conn{g: g, nc: discardConn{}, tr: tr, done: make(chan struct{})}
 }
 
 func fillPage(pg *page, n int) {

@@ -77,7 +77,7 @@ const ArchiverGroup = "archiver"
 // inbox entry on UserLive right after JetStream acknowledged it, and a
 // gateway announces a device login on UserKick so that another gateway
 // holding the same device closes its session. A gateway subscribes to
-// UserWildcard for each user connected to it.
+// UserLive and UserKick (two literal subscriptions) for each user connected to it.
 func UserLive(p int, uid int64) string {
 	return "inboxd.u." + strconv.Itoa(p) + "." + strconv.FormatInt(uid, 10) + ".live"
 }
