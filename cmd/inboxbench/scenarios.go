@@ -109,6 +109,11 @@ func runFanout(ctx context.Context, o *opts) (any, error) {
 		return nil, err
 	}
 	logf(o.sys.verbose, "fanout: send path, %d messages to groups of %d", per*o.senders, group)
+	if o.profile != "" {
+		for _, pr := range sys.procs {
+			go saveCPUProfile(o.profile, pr, 5*time.Second)
+		}
+	}
 	var sr sendResult
 	if err := p[0].call("send", sendArgs{target: sys.target(""), Senders: senders, Window: o.window, Text: text, Prefix: "m"}, &sr); err != nil {
 		return nil, err
@@ -310,6 +315,11 @@ func runStorm(ctx context.Context, o *opts) (any, error) {
 		return nil, err
 	}
 	logf(o.sys.verbose, "storm: %d devices × %d messages connect", users, backlog)
+	if o.profile != "" {
+		for _, pr := range sys.procs {
+			go saveCPUProfile(o.profile, pr, 2*time.Second)
+		}
+	}
 	agg, t0, err := st.run(o, sys)
 	if err != nil {
 		return nil, err

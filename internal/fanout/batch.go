@@ -266,6 +266,40 @@ func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, e
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	targets := make([]target, 0, n)
 	parts := pt.f.opts.Layout.InboxPartitions
+	timeout := time.NewTimer(pt.f.opts.PublishTimeout)
+	defer timeout.Stop()
+	var live []byte
+	// await takes the acknowledgement of futures[i] and announces the entry
+	// on the live lane.
+	await := func(i int) error {
+		select {
+		case ack := <-futures[i].Ok():
+			if pt.f.opts.NoLive {
+				return nil
+			}
+			t := targets[i]
+			live = wire.AppendMessage(live[:0], &wire.Message{
+				Seq: ack.Sequence, MsgID: t.m.MsgID, ConvID: t.m.ConvID, ConvSeq: t.m.ConvSeq, SenderUID: t.m.SenderUID,
+				Kind: uint32(t.m.Kind), Text: t.m.Body, CreatedAtMs: t.m.CreatedAt.UnixMilli(),
+			})
+			// At most once: a lost announcement only delays delivery until
+			// the device's cursor consumer reads the entry.
+			_ = pt.f.nc.Publish(streams.UserLive(t.p, t.uid), live)
+			return nil
+		case err := <-futures[i].Err():
+			return err
+		case <-timeout.C:
+			return fmt.Errorf("no publish ack within %s", pt.f.opts.PublishTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// The partitions of this process share one async publish window: each
+	// keeps at most its share in flight, taking acknowledgements as it
+	// publishes (a batch to large groups has more entries than the window;
+	// publishing them all first stalled and failed the batch).
+	window := max(publishWindow/max(len(pt.f.opts.Partitions), 1), 64)
+	acked := 0
 	for _, m := range msgs {
 		payload, err := proto.Marshal(&pb.InboxEntry{
 			MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq, SenderUid: m.SenderUID,
@@ -277,6 +311,12 @@ func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, e
 		conv := strconv.FormatInt(m.ConvID, 10)
 		prefix := strconv.FormatInt(m.MsgID, 10) + ":"
 		for _, uid := range pt.members.members(m.ConvID) {
+			for len(futures)-acked >= window {
+				if err := await(acked); err != nil {
+					return 0, err
+				}
+				acked++
+			}
 			p := ids.Partition(uid, parts)
 			nm := &nats.Msg{
 				Subject: streams.InboxSubject(p, uid),
@@ -295,29 +335,9 @@ func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, e
 			targets = append(targets, target{m, uid, p})
 		}
 	}
-	timeout := time.NewTimer(pt.f.opts.PublishTimeout)
-	defer timeout.Stop()
-	var live []byte
-	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			if pt.f.opts.NoLive {
-				continue
-			}
-			t := targets[i]
-			live = wire.AppendMessage(live[:0], &wire.Message{
-				Seq: ack.Sequence, MsgID: t.m.MsgID, ConvID: t.m.ConvID, ConvSeq: t.m.ConvSeq, SenderUID: t.m.SenderUID,
-				Kind: uint32(t.m.Kind), Text: t.m.Body, CreatedAtMs: t.m.CreatedAt.UnixMilli(),
-			})
-			// At most once: a lost announcement only delays delivery until
-			// the device's cursor consumer reads the entry.
-			_ = pt.f.nc.Publish(streams.UserLive(t.p, t.uid), live)
-		case err := <-f.Err():
+	for ; acked < len(futures); acked++ {
+		if err := await(acked); err != nil {
 			return 0, err
-		case <-timeout.C:
-			return 0, fmt.Errorf("no publish ack within %s", pt.f.opts.PublishTimeout)
-		case <-ctx.Done():
-			return 0, ctx.Err()
 		}
 	}
 	return len(futures), nil

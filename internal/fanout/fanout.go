@@ -96,7 +96,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, reg prom
 		return nil, err
 	}
 	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(16384),
+		jetstream.WithPublishAsyncMaxPending(publishWindow),
 		jetstream.WithPublishAsyncTimeout(opts.PublishTimeout),
 	)
 	if err != nil {
@@ -104,6 +104,9 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, reg prom
 	}
 	return &Fanout{opts: opts, log: log, nc: nc, js: js, st: st, gen: gen, metrics: newMetrics(reg)}, nil
 }
+
+// publishWindow is the most inbox publishes in flight per process.
+const publishWindow = 16384
 
 // Run creates the fanout consumers if needed and processes the partitions
 // until ctx is done. Streams must exist (streams.EnsureStreams).
