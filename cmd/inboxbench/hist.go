@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -65,4 +68,28 @@ func maxMs(h *hdrhistogram.Histogram) float64 {
 
 func round3(f float64) float64 {
 	return float64(int64(f*1000+0.5)) / 1000
+}
+
+// writeCDF writes h as a cumulative distribution, "ms<TAB>percent" per
+// line, into --plot-data (docs/benchmarks plots are drawn from these).
+func writeCDF(o *opts, name string, h *hdrhistogram.Histogram) {
+	if o.plotDir == "" || h.TotalCount() == 0 {
+		return
+	}
+	_ = os.MkdirAll(o.plotDir, 0o755)
+	f, err := os.Create(filepath.Join(o.plotDir, name))
+	if err != nil {
+		logf(true, "plot data: %v", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintln(f, "# ms\tpercent")
+	qs := make([]float64, 0, 104)
+	for q := 0; q < 100; q++ {
+		qs = append(qs, float64(q))
+	}
+	qs = append(qs, 99.5, 99.9, 99.99, 100)
+	for _, q := range qs {
+		fmt.Fprintf(f, "%.3f\t%.2f\n", float64(h.ValueAtQuantile(q))/1000, q)
+	}
 }

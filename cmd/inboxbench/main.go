@@ -40,7 +40,8 @@ type opts struct {
 	sys     sysOpts
 	json    bool
 	quick   bool
-	profile string // conns: where to save the gateway profiles
+	profile string
+	plotDir string // live, storm: latency distributions as TSV // conns: where to save the gateway profiles
 
 	timeout time.Duration
 	workers int
@@ -139,6 +140,7 @@ func parseFlags(cmd string, args []string) *opts {
 	fs.IntVar(&o.sys.partitions, "partitions", 16, "INBOX partitions of the system")
 	fs.BoolVar(&o.sys.verbose, "v", false, "progress on stderr")
 	fs.BoolVar(&o.sys.keep, "keep", false, "keep the temp dir with the server logs")
+	fs.StringVar(&o.plotDir, "plot-data", "", "live, storm: write latency distributions (ms, cumulative percent) as TSV files into this directory")
 	fs.StringVar(&o.profile, "profile", "", "conns, storm: save CPU profiles of the server processes during the wave (and, conns, the gateway's heap and goroutines) into this directory")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound of one storm drain (default 10m, quick 60s)")
 	fs.IntVar(&o.workers, "workers", 0, "load-generator processes (default: one per 9,000 connections)")

@@ -330,6 +330,8 @@ func runStorm(ctx context.Context, o *opts) (any, error) {
 		return nil, err
 	}
 	fp, dr := mergeHists(agg.firstPage...), mergeHists(agg.drained...)
+	writeCDF(o, fmt.Sprintf("storm-%dx%d-first-page.tsv", users, backlog), fp)
+	writeCDF(o, fmt.Sprintf("storm-%dx%d-drained.tsv", users, backlog), dr)
 	out := stormOut{Scenario: "storm", Users: users, Backlog: backlog, Lost: agg.res.Lost, DupAfterDedupe: agg.res.Dup,
 		FirstPageP99Ms: ms(fp, 99), FirstPageP50Ms: ms(fp, 50), DrainedP50Ms: ms(dr, 50), DrainedP99Ms: ms(dr, 99),
 		Unexpected: agg.res.Unexpected, DialFailed: agg.res.DialFailed, DialRetries: agg.res.DialRetries,
@@ -440,6 +442,8 @@ func runLive(ctx context.Context, o *opts) (any, error) {
 	out.StormDrainS = round3(float64(stormTo-t0) / 1e9)
 	idleW, stormW := lr.Windows["idle"], lr.Windows["storm"]
 	hi, hs := mergeHists(idleW.Hist), mergeHists(stormW.Hist)
+	writeCDF(o, "live-idle.tsv", hi)
+	writeCDF(o, "live-storm.tsv", hs)
 	out.IdleP50Ms, out.IdleP99Ms, out.IdleMaxMs, out.IdleMsgs = ms(hi, 50), ms(hi, 99), maxMs(hi), idleW.Received
 	out.StormP50Ms, out.StormP99Ms, out.StormMaxMs, out.StormMsgs = ms(hs, 50), ms(hs, 99), maxMs(hs), stormW.Received
 	out.Lost = lr.Windows["all"].Scheduled - lr.Windows["all"].Received
