@@ -354,7 +354,8 @@ type liveOut struct {
 	StormP50Ms  float64 `json:"storm_p50_ms"`
 	StormP99Ms  float64 `json:"storm_p99_ms"`
 	StormMaxMs  float64 `json:"storm_max_ms"`
-	Lost        int64   `json:"lost"`
+	Lost        int64   `json:"lost"`       // STORED, never received
+	NotStored   int64   `json:"not_stored"` // sends without STORED (failed or unanswered in 2 min)
 	IdleMaxMs   float64 `json:"idle_max_ms"`
 	IdleMsgs    int64   `json:"idle_msgs"`
 	StormMsgs   int64   `json:"storm_msgs"`
@@ -446,7 +447,8 @@ func runLive(ctx context.Context, o *opts) (any, error) {
 	writeCDF(o, "live-storm.tsv", hs)
 	out.IdleP50Ms, out.IdleP99Ms, out.IdleMaxMs, out.IdleMsgs = ms(hi, 50), ms(hi, 99), maxMs(hi), idleW.Received
 	out.StormP50Ms, out.StormP99Ms, out.StormMaxMs, out.StormMsgs = ms(hs, 50), ms(hs, 99), maxMs(hs), stormW.Received
-	out.Lost = lr.Windows["all"].Scheduled - lr.Windows["all"].Received
+	out.Lost = lr.Windows["all"].Lost
+	out.NotStored = lr.Windows["all"].Scheduled - lr.Windows["all"].Stored
 	return out, nil
 }
 

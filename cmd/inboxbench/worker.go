@@ -877,7 +877,9 @@ type liveStopArgs struct {
 
 type livePhase struct {
 	Scheduled int64  `json:"scheduled"`
+	Stored    int64  `json:"stored"` // the sender got STORED
 	Received  int64  `json:"received"`
+	Lost      int64  `json:"lost"` // STORED, never handed to the receiver
 	Hist      string `json:"hist"`
 }
 
@@ -893,6 +895,7 @@ type liveRun struct {
 	stopped chan struct{}
 	mu      sync.Mutex
 	due     []int64
+	pending []*client.PendingSend
 	lat     map[int]int64
 	dup     int64
 	senders []*client.Client
@@ -967,11 +970,12 @@ func (w *worker) liveStart(a liveArgs) error {
 				default:
 				}
 			}
+			k := i % len(a.Pairs)
+			p := l.senders[k].SendAsync(a.Pairs[k].Conv, "live-"+strconv.Itoa(i), strconv.Itoa(i)+" "+strconv.FormatInt(due.UnixNano(), 10))
 			l.mu.Lock()
 			l.due = append(l.due, due.UnixNano())
+			l.pending = append(l.pending, p)
 			l.mu.Unlock()
-			k := i % len(a.Pairs)
-			l.senders[k].SendAsync(a.Pairs[k].Conv, "live-"+strconv.Itoa(i), strconv.Itoa(i)+" "+strconv.FormatInt(due.UnixNano(), 10))
 		}
 	}()
 	return nil
@@ -987,13 +991,27 @@ func (w *worker) liveStop(a liveStopArgs) (liveStopResult, error) {
 	}
 	close(l.stop)
 	<-l.stopped
-	// Give the last messages time to arrive (those that never do are lost).
-	deadline := time.Now().Add(10 * time.Second)
+	// Every send's answer (a loaded system may answer late; a send that
+	// never got STORED was not the system's to deliver), then time for the
+	// stored ones to arrive: a stored message that never does is lost.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	stored := make([]bool, len(l.pending))
+	for i, p := range l.pending {
+		_, err := p.Wait(ctx)
+		stored[i] = err == nil
+	}
+	cancel()
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		l.mu.Lock()
-		done := len(l.lat) >= len(l.due)
+		missing := 0
+		for i := range l.due {
+			if _, ok := l.lat[i]; !ok && stored[i] {
+				missing++
+			}
+		}
 		l.mu.Unlock()
-		if done {
+		if missing == 0 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -1011,9 +1029,14 @@ func (w *worker) liveStop(a liveStopArgs) (liveStopResult, error) {
 				continue
 			}
 			ph.Scheduled++
+			if stored[i] {
+				ph.Stored++
+			}
 			if d, ok := l.lat[i]; ok {
 				ph.Received++
 				record(h, time.Duration(d))
+			} else if stored[i] {
+				ph.Lost++
 			}
 		}
 		ph.Hist = encodeHist(h)

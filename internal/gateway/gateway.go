@@ -31,6 +31,10 @@ import (
 
 // Options configures a gateway. Zero values take the documented defaults.
 type Options struct {
+	// Backfill, when set, is the NATS connection for device consumers
+	// (backfill reads); live entries, sends and results stay on the main
+	// one, so a storm of backfill deliveries does not queue them.
+	Backfill *nats.Conn
 	// ID names this gateway process in result subjects and logs (default: random).
 	ID string
 	// WSAddr serves WebSocket upgrades on WSPath (default 127.0.0.1:7070, "/ws").
@@ -190,6 +194,9 @@ type Gateway struct {
 	lns       []net.Listener
 	conns     map[*Conn]struct{}
 	closeOnce sync.Once
+	pageGate  *pageGate
+	bnc       *nats.Conn          // backfill reads (Options.Backfill, or nc)
+	bjs       jetstream.JetStream // on bnc
 	wg        sync.WaitGroup
 	stop      context.CancelFunc
 }
@@ -210,6 +217,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 	}
 	g.sends = newSendTracker(g)
 	g.router = newRouter(g)
+	g.pageGate = newPageGate(pageSlots)
 	g.parts = &partInfos{g: g, m: make([]partInfo, opts.Layout.InboxPartitions)}
 	g.mirror = &cursorMirror{g: g}
 	g.bodies = newBodyCache(opts.BodyCacheEntries, st.Bodies)
@@ -224,6 +232,13 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		return nil, err
 	}
 	g.js = js
+	g.bnc, g.bjs = nc, js
+	if opts.Backfill != nil {
+		if g.bjs, err = jetstream.New(opts.Backfill); err != nil {
+			return nil, err
+		}
+		g.bnc = opts.Backfill
+	}
 	return g, nil
 }
 
@@ -419,13 +434,20 @@ func utf8Valid(s string) bool { return utf8.ValidString(s) }
 func (g *Gateway) watchReconnects(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
-	last := g.nc.Stats().Reconnects
+	reconnects := func() uint64 {
+		n := g.nc.Stats().Reconnects
+		if g.bnc != g.nc {
+			n += g.bnc.Stats().Reconnects
+		}
+		return n
+	}
+	last := reconnects()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n := g.nc.Stats().Reconnects; n != last {
+			if n := reconnects(); n != last {
 				last = n
 				for _, s := range g.router.all() {
 					s.tailCheck()

@@ -73,6 +73,7 @@ type session struct {
 	batches    map[uint64]sentBatch
 	nextBatch  uint64
 	pages      int       // backfill batches awaiting confirmation
+	sentPages  int       // backfill batches sent in this session
 	consumerAt uint64    // the consumer's next delivery (0: must be repositioned)
 	ackedFloor uint64    // the consumer's ack floor as last set by us
 	lastSync   time.Time // last consumer reposition in archive mode
@@ -178,7 +179,7 @@ func (s *session) open(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.cons, err = g.js.Consumer(ctx, stream, s.consumer)
+	s.cons, err = g.bjs.Consumer(ctx, stream, s.consumer)
 	created := false // the cached info predates a move: read it again
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		created = true
@@ -197,12 +198,12 @@ func (s *session) open(ctx context.Context) (uint64, error) {
 		if cerr != nil {
 			return 0, cerr
 		}
-		s.cons, err = g.js.CreateConsumer(ctx, stream, cfg)
+		s.cons, err = g.bjs.CreateConsumer(ctx, stream, cfg)
 		if err == nil && !found {
 			err = s.newDeviceCap(ctx, stream)
 		}
 		if errors.Is(err, jetstream.ErrConsumerExists) {
-			s.cons, err = g.js.Consumer(ctx, stream, s.consumer) // another gateway was quicker
+			s.cons, err = g.bjs.Consumer(ctx, stream, s.consumer) // another gateway was quicker
 		}
 	}
 	if err != nil {
@@ -217,7 +218,7 @@ func (s *session) open(ctx context.Context) (uint64, error) {
 	nextDseq := info.Delivered.Consumer + 1
 	resetSeq := uint64(0)
 	if created || info.NumAckPending > 0 || info.Delivered.Stream != info.AckFloor.Stream {
-		r, err := g.js.ResetConsumer(ctx, stream, s.consumer)
+		r, err := g.bjs.ResetConsumer(ctx, stream, s.consumer)
 		if err != nil {
 			return 0, fmt.Errorf("reset consumer %s: %w", s.consumer, err)
 		}
@@ -228,7 +229,7 @@ func (s *session) open(ctx context.Context) (uint64, error) {
 		// The consumer knows less than the mirror (recreated from an older
 		// mirror by another gateway, or restored): the mirror is a
 		// confirmed position too.
-		if r, err := g.js.ResetConsumerToSequence(ctx, stream, s.consumer, mirror.AckSeq+1); err == nil {
+		if r, err := g.bjs.ResetConsumerToSequence(ctx, stream, s.consumer, mirror.AckSeq+1); err == nil {
 			cursor, resetSeq, nextDseq = mirror.AckSeq, r.ResetSeq, 1
 		}
 	}
@@ -253,7 +254,7 @@ func (s *session) newDeviceCap(ctx context.Context, stream string) error {
 		return err
 	}
 	if floor := s.cons.CachedInfo().AckFloor.Stream; nth-1 > floor {
-		_, err = s.g.js.ResetConsumerToSequence(ctx, stream, s.consumer, nth)
+		_, err = s.g.bjs.ResetConsumerToSequence(ctx, stream, s.consumer, nth)
 	}
 	return err
 }
@@ -438,7 +439,7 @@ func (s *session) syncConsumer(ctx context.Context, final bool) {
 	if !due {
 		return
 	}
-	if _, err := s.g.js.ResetConsumerToSequence(ctx, streams.InboxStream(s.p), s.consumer, c+1); err != nil {
+	if _, err := s.g.bjs.ResetConsumerToSequence(ctx, streams.InboxStream(s.p), s.consumer, c+1); err != nil {
 		s.g.log.Debug("move consumer to cursor", zap.String("consumer", s.consumer), zap.Error(err))
 		return
 	}
@@ -552,7 +553,7 @@ func (s *session) step() (bool, error) {
 			}
 			return false, nil
 		}
-		r, err := s.g.js.ResetConsumerToSequence(ctx, streams.InboxStream(s.p), s.consumer, cursor+1)
+		r, err := s.g.bjs.ResetConsumerToSequence(ctx, streams.InboxStream(s.p), s.consumer, cursor+1)
 		if err != nil {
 			return false, s.recover(ctx, err)
 		}
@@ -566,12 +567,20 @@ func (s *session) step() (bool, error) {
 }
 
 func (s *session) archivePage(ctx context.Context, covered uint64, info partInfo) (bool, error) {
+	first := s.firstPage()
 	n := s.prof.pageSize
+	if first {
+		n = min(n, firstPageSize)
+	}
 	if err := s.wait(ctx, n); err != nil {
 		return false, err
 	}
+	release, err := s.g.pageGate.acquire(ctx, first)
+	if err != nil {
+		return false, err
+	}
+	defer release()
 	pg := getPage()
-	var err error
 	pg.msgs, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], s.uid, covered, info.archived, n)
 	if err != nil {
 		putPage(pg)
@@ -620,10 +629,19 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 		}
 		left = 1 // there is more than NumPending said: read it
 	}
+	first := s.firstPage()
 	n := min(int(left), s.prof.pageSize)
+	if first {
+		n = min(n, firstPageSize)
+	}
 	if err := s.wait(ctx, n); err != nil {
 		return false, err
 	}
+	release, err := s.g.pageGate.acquire(ctx, first)
+	if err != nil {
+		return false, err
+	}
+	defer release()
 	// NumPending said n are there: Fetch returns as soon as it has them.
 	batch, err := s.cons.Fetch(n, jetstream.FetchMaxWait(2*time.Second))
 	if err != nil {
@@ -710,12 +728,19 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 	return more || left > 0, err
 }
 
+// firstPage reports whether the next backfill page is the session's first.
+func (s *session) firstPage() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sentPages == 0
+}
+
 // lastEntrySeq returns the stream sequence of the newest entry of the
 // user's inbox (0: none).
 func (s *session) lastEntrySeq(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m, err := s.g.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+streams.InboxStream(s.p)+"."+streams.InboxSubject(s.p, s.uid), nil)
+	m, err := s.g.bnc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+streams.InboxStream(s.p)+"."+streams.InboxSubject(s.p, s.uid), nil)
 	if err != nil {
 		return 0, fmt.Errorf("newest inbox entry: %w", err)
 	}
@@ -796,6 +821,7 @@ func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, err
 	s.nextBatch++
 	s.batches[s.nextBatch] = sentBatch{seqs: slices.Clone(pg.seqs), backfill: true}
 	s.pages++
+	s.sentPages++
 	s.needFinal = hasMore
 	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: s.nextBatch, HasMore: hasMore}
 	s.mu.Unlock()
@@ -845,7 +871,7 @@ func (s *session) recover(ctx context.Context, err error) error {
 	if cerr != nil {
 		return cerr
 	}
-	cons, cerr := s.g.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(s.p), cfg)
+	cons, cerr := s.g.bjs.CreateOrUpdateConsumer(ctx, streams.InboxStream(s.p), cfg)
 	if cerr != nil {
 		return fmt.Errorf("recreate consumer after %v: %w", err, cerr)
 	}

@@ -47,6 +47,8 @@ type Node struct {
 
 	NATS    *server.Server // set with RoleEmbeddedNATS
 	NC      *nats.Conn
+	bulkNC  *nats.Conn // the gateway's backfill reads (its own TCP connection)
+	archNC  *nats.Conn // the archiver's reads, in a process with other roles
 	Store   *store.Store
 	Gateway *gateway.Gateway
 	Fanout  *fanout.Fanout
@@ -161,7 +163,19 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		if n.admin, err = admin.Start(n.NC, js, cfg.Layout, n.Store, log.Named("admin")); err != nil {
 			return nil, err
 		}
-		arch := archive.New(archive.Options{Layout: cfg.Layout}, log.Named("archive"), js, n.Store, reg)
+		// The archiver reads every inbox entry: on its own connection, so
+		// that in an all-in-one process its deliveries do not queue the
+		// gateway's and the fanout's traffic.
+		ajs := js
+		if roles&(config.RoleGateway|config.RoleFanout) != 0 {
+			if n.archNC, err = natsconn.Connect(natsURL, "inboxd-archiver", log, nats.UserInfo(user, password)); err != nil {
+				return nil, err
+			}
+			if ajs, err = jetstream.New(n.archNC); err != nil {
+				return nil, err
+			}
+		}
+		arch := archive.New(archive.Options{Layout: cfg.Layout}, log.Named("archive"), ajs, n.Store, reg)
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -212,13 +226,19 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 			}
 			tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		}
+		// Backfill reads get a NATS connection of their own: in a login
+		// storm their deliveries would otherwise queue live entries and
+		// sends behind them on one TCP connection.
+		if n.bulkNC, err = natsconn.Connect(natsURL, "inboxd-gateway-backfill", log, nats.UserInfo(user, password)); err != nil {
+			return nil, err
+		}
 		n.Gateway, err = gateway.New(gateway.Options{
 			WSAddr: cfg.WSAddr, TCPAddr: cfg.TCPAddr, Layout: cfg.Layout, Heartbeat: cfg.Heartbeat,
 			DeviceIdleReap: cfg.DeviceReap, TailScan: cfg.TailScan,
 			NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax,
 			OfflineThreshold: cfg.OfflineThreshold, PullRate: rate.Limit(cfg.PullRate),
 			MaxConnsPerUser: cfg.MaxConnsPerUser, SendRate: rate.Limit(cfg.SendRate), TLS: tlsConf,
-			DeviceSeenEvery: cfg.DeviceSeenEvery,
+			DeviceSeenEvery: cfg.DeviceSeenEvery, Backfill: n.bulkNC,
 		}, log.Named("gateway"), n.NC, n.Store, auth.NewVerifierKeys(cfg.TokenSecret, edKey), reg)
 		if err != nil {
 			return nil, err
@@ -249,6 +269,12 @@ func (n *Node) Close() {
 		n.cancel()
 	}
 	n.wg.Wait()
+	if n.bulkNC != nil {
+		n.bulkNC.Close()
+	}
+	if n.archNC != nil {
+		n.archNC.Close()
+	}
 	if n.NC != nil {
 		_ = n.NC.Drain()
 		for i := 0; i < 50 && !n.NC.IsClosed(); i++ {
