@@ -88,7 +88,12 @@ func startHarness(t *testing.T) *harness {
 	h.httpGW = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	h.gateway = newProc(t, dir, "gateway", bin+"/gateway", append([]string{"--nats", natsURL, "--tcp", "127.0.0.1:" + strconv.Itoa(h.tcpPort),
 		"--ws", "127.0.0.1:0", "--http", h.httpGW, "--heartbeat", "2s", "--token-secret", testenv.Secret,
-		"--new-device-max", "1000000000", "--send-rate", "100000", "--pull-rate", "1000"}, common...)...)
+		"--new-device-max", "1000000000", "--send-rate", "100000", "--pull-rate", "1000",
+		// A device offline for more than the threshold gets its newest page
+		// first, ahead of conv_seq order by design (docs/protocol.md); the
+		// order oracle checks the in-order delivery, so the suite keeps
+		// every device under it (internal/e2e covers the newest page).
+		"--offline-threshold", "100000000"}, common...)...)
 	h.fanout = newProc(t, dir, "fanout", bin+"/fanout", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0", "--node-id", "1"}, common...)...)
 	h.syncer = newProc(t, dir, "syncer", bin+"/syncer", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0"}, common...)...)
 	t.Cleanup(func() {

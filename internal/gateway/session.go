@@ -525,7 +525,12 @@ func (s *session) step() (bool, error) {
 	covered, cursor := s.covered, s.cursor
 	s.mu.Unlock()
 
-	if covered < info.archived && (info.lastSeq-covered > uint64(s.g.opts.TailScan) || covered+1 < info.firstSeq) {
+	// What the archive holds is read from it: one indexed range read with
+	// the bodies, where the consumer would cost a fetch, a bodies query
+	// and, per delivery, a rewrite of its state file by the server (in a
+	// login storm most of the NATS server's CPU). The consumer reads only
+	// the tail the archiver has not copied yet.
+	if covered < info.archived {
 		s.syncConsumer(ctx, false)
 		return s.archivePage(ctx, covered, info)
 	}
@@ -534,25 +539,28 @@ func (s *session) step() (bool, error) {
 	s.mu.Lock()
 	at := s.consumerAt
 	s.mu.Unlock()
-	if at != covered+1 && at != cursor+1 {
+	if at != covered+1 {
 		// The consumer may only be put at a confirmed position: at the
-		// cursor. Entries between it and covered are read again and
-		// skipped. When that stretch is long (an archive page the device
-		// has not confirmed yet, or a live entry with much traffic after
-		// it), wait for the confirmation instead.
-		if cursor < covered && covered-cursor > uint64(s.g.opts.TailScan) {
+		// cursor, from where entries up to covered are read again and
+		// skipped. While backfill pages are out (the end of an archive
+		// drain), wait for their confirmation instead: it brings the
+		// cursor to covered. Also wait when the stretch is long (a live
+		// entry with much traffic after it).
+		s.mu.Lock()
+		inFlight := s.pages
+		s.mu.Unlock()
+		if cursor < covered && (inFlight > 0 || covered-cursor > uint64(s.g.opts.TailScan)) {
 			// Nothing more comes before the device confirms. If what it
 			// owes is not backfill (a live entry it holds back, waiting
 			// for earlier messages of its conversation), say so
 			// (has_more=false): it stops waiting and confirms.
-			s.mu.Lock()
-			idle := s.pages == 0
-			s.mu.Unlock()
-			if idle {
+			if inFlight == 0 {
 				s.finish()
 			}
 			return false, nil
 		}
+	}
+	if at != covered+1 && at != cursor+1 {
 		r, err := s.g.bjs.ResetConsumerToSequence(ctx, streams.InboxStream(s.p), s.consumer, cursor+1)
 		if err != nil {
 			return false, s.recover(ctx, err)
