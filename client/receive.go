@@ -57,13 +57,14 @@ type receiver struct {
 }
 
 type event struct {
-	s        *session
-	batch    *pb.Batch
-	down     bool          // s ended
-	start    bool          // s started; welcome.pending tells whether backfill is due
-	closing  chan struct{} // the client closes: confirm what was handled, then close this
-	pulled   []Message     // a gap-filling pull's answer (conv pullConv)
-	pullConv int64
+	s           *session
+	batch       *pb.Batch
+	down        bool          // s ended
+	start       bool          // s started; welcome.pending tells whether backfill is due
+	closing     chan struct{} // the client closes: confirm what was handled, then close this
+	pulled      []Message     // a gap-filling pull's answer (conv pullConv)
+	pullConv    int64
+	pullPartial bool // the pull ended before it covered the gap
 }
 
 type batchTrack struct {
@@ -129,6 +130,9 @@ func (r *receiver) handle(ev event) {
 		}
 		if cb.pull == 1 {
 			cb.pull = 2
+			if ev.pullPartial {
+				cb.pull = 0 // the pull gave up (server unreachable): ask again later
+			}
 		}
 		now := time.Now()
 		for _, m := range ev.pulled {
@@ -272,7 +276,18 @@ func (r *receiver) releaseGap(cb *convBuf, p pendingMsg, now time.Time) bool {
 	waited := now.Sub(p.arrived)
 	switch {
 	case waited >= maxGapHold && now.Sub(r.lastBackfill) >= maxGapHold:
-		return true // the backfill is not moving: do not wait for it
+		// The backfill is not moving: do not wait for it. In a
+		// conversation this client follows, fill the gap from the
+		// timeline first (the server may be waiting for a confirmation
+		// this very gap holds back).
+		if cb.hwm == 0 {
+			return true
+		}
+		if cb.pull == 0 {
+			cb.pull = 1
+			go r.fillGap(p.m.ConvID, cb.hwm, p.m.ConvSeq)
+		}
+		return cb.pull == 2
 	case p.m.Lane == "live" && !(r.idle && waited >= r.c.opts.GapWait):
 		return false // the backfill, still running, may fill the gap
 	case cb.hwm > 0:
@@ -303,6 +318,7 @@ func (r *receiver) fillGap(conv, hwm, before int64) {
 	defer cancel()
 	var got []Message
 	after := hwm
+	complete := false
 	for after+1 < before {
 		msgs, more, err := r.c.Pull(ctx, conv, after, 0, int(min(before-after-1, 50)))
 		if err != nil {
@@ -326,11 +342,15 @@ func (r *receiver) fillGap(conv, hwm, before int64) {
 			}
 		}
 		if !more || len(msgs) == 0 || after >= before-1 {
+			complete = true
 			break
 		}
 	}
+	if after+1 >= before {
+		complete = true
+	}
 	select {
-	case r.in <- event{pullConv: conv, pulled: got}:
+	case r.in <- event{pullConv: conv, pulled: got, pullPartial: !complete}:
 	case <-r.c.ctx.Done():
 	}
 }
