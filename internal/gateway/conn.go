@@ -288,6 +288,19 @@ func (c *Conn) hello() bool {
 	if c.kind == "" {
 		c.kind = "desktop"
 	}
+	// The summary (a Postgres read by uid) does not depend on the session:
+	// read it while the session opens.
+	type summaryResult struct {
+		s   *pb.Summary
+		err error
+	}
+	summaryCh := make(chan summaryResult, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sm, err := c.summary(sctx)
+		summaryCh <- summaryResult{sm, err}
+	}()
 	sess, pending, err := c.g.startSession(context.Background(), c)
 	if errors.Is(err, errTooManyConns) {
 		c.fail(wire.Errorf(pb.ErrorCode_LIMIT_EXCEEDED, "user %d already holds %d connections on this gateway", id.UID, c.g.opts.MaxConnsPerUser), true)
@@ -302,9 +315,8 @@ func (c *Conn) hello() bool {
 	sess.mu.Lock()
 	cursor := sess.cursor
 	sess.mu.Unlock()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	summary, err := c.summary(sctx)
-	cancel()
+	sr := <-summaryCh
+	summary, err := sr.s, sr.err
 	if err != nil {
 		c.logger().Warn("login summary", zap.Error(err)) // the client can ask again
 		summary = &pb.Summary{}

@@ -175,11 +175,25 @@ func (s *session) start() {
 func (s *session) open(ctx context.Context) (uint64, error) {
 	g := s.g
 	stream := streams.InboxStream(s.p)
-	mirror, found, err := g.st.GetDeviceCursor(ctx, s.uid, s.device)
-	if err != nil {
-		return 0, err
+	// The Postgres mirror and the consumer are looked up at once: a login
+	// waits for one round trip instead of two.
+	type mirrorResult struct {
+		c     store.DeviceCursor
+		found bool
+		err   error
 	}
+	mirrorCh := make(chan mirrorResult, 1)
+	go func() {
+		c, found, err := g.st.GetDeviceCursor(ctx, s.uid, s.device)
+		mirrorCh <- mirrorResult{c, found, err}
+	}()
+	var err error
 	s.cons, err = g.bjs.Consumer(ctx, stream, s.consumer)
+	mr := <-mirrorCh
+	if mr.err != nil {
+		return 0, mr.err
+	}
+	mirror, found := mr.c, mr.found
 	created := false // the cached info predates a move: read it again
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		created = true
