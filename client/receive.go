@@ -269,35 +269,24 @@ func (r *receiver) release() {
 //     device's to have.
 //   - Otherwise (the client's first message of that conversation) it goes: the
 //     backfill walks the inbox in order, so earlier ones are not in it.
-//   - Nothing waits longer than maxGapHold once the backfill has stopped
-//     moving: a device that waits for the server while the server waits for
-//     its confirmation would wait for good.
+//   - A live message waits for the backfill at most maxGapHold once the
+//     backfill has stopped moving (a device that waits for the server while
+//     the server waits for its confirmation would wait for good); then the
+//     two rules above apply.
 func (r *receiver) releaseGap(cb *convBuf, p pendingMsg, now time.Time) bool {
 	waited := now.Sub(p.arrived)
-	switch {
-	case waited >= maxGapHold && now.Sub(r.lastBackfill) >= maxGapHold:
-		// The backfill is not moving: do not wait for it. In a
-		// conversation this client follows, fill the gap from the
-		// timeline first (the server may be waiting for a confirmation
-		// this very gap holds back).
-		if cb.hwm == 0 {
-			return true
-		}
-		if cb.pull == 0 {
-			cb.pull = 1
-			go r.fillGap(p.m.ConvID, cb.hwm, p.m.ConvSeq)
-		}
-		return cb.pull == 2
-	case p.m.Lane == "live" && !(r.idle && waited >= r.c.opts.GapWait):
+	stalled := waited >= maxGapHold && now.Sub(r.lastBackfill) >= maxGapHold
+	if !stalled && p.m.Lane == "live" && !(r.idle && waited >= r.c.opts.GapWait) {
 		return false // the backfill, still running, may fill the gap
-	case cb.hwm > 0:
-		if cb.pull == 0 {
-			cb.pull = 1
-			go r.fillGap(p.m.ConvID, cb.hwm, p.m.ConvSeq)
-		}
-		return cb.pull == 2
 	}
-	return true
+	if cb.hwm == 0 {
+		return true // the first message of the conversation here
+	}
+	if cb.pull == 0 {
+		cb.pull = 1
+		go r.fillGap(p.m.ConvID, cb.hwm, p.m.ConvSeq)
+	}
+	return cb.pull == 2
 }
 
 func (r *receiver) done(p pendingMsg) {

@@ -109,11 +109,7 @@ func runFanout(ctx context.Context, o *opts) (any, error) {
 		return nil, err
 	}
 	logf(o.sys.verbose, "fanout: send path, %d messages to groups of %d", per*o.senders, group)
-	if o.profile != "" {
-		for _, pr := range sys.procs {
-			go saveCPUProfile(o.profile, pr, 5*time.Second)
-		}
-	}
+	profileWave(o.profile, sys, 5*time.Second)
 	var sr sendResult
 	if err := p[0].call("send", sendArgs{target: sys.target(""), Senders: senders, Window: o.window, Text: text, Prefix: "m"}, &sr); err != nil {
 		return nil, err
@@ -315,11 +311,7 @@ func runStorm(ctx context.Context, o *opts) (any, error) {
 		return nil, err
 	}
 	logf(o.sys.verbose, "storm: %d devices × %d messages connect", users, backlog)
-	if o.profile != "" {
-		for _, pr := range sys.procs {
-			go saveCPUProfile(o.profile, pr, 2*time.Second)
-		}
-	}
+	profileWave(o.profile, sys, 2*time.Second)
 	agg, t0, err := st.run(o, sys)
 	if err != nil {
 		return nil, err
@@ -531,12 +523,7 @@ func runConns(ctx context.Context, o *opts) (any, error) {
 	}
 	rss0, heap0 := measure()
 	results := make([]holdResult, nw)
-	if o.profile != "" {
-		// CPU profiles of every server process during the connection wave.
-		for _, pr := range sys.procs {
-			go saveCPUProfile(o.profile, pr, 4*time.Second)
-		}
-	}
+	profileWave(o.profile, sys, 4*time.Second)
 	logf(o.sys.verbose, "conns: %d connections from %d workers", n, nw)
 	err = p.each(func(i int, w *workerProc) error {
 		return w.call("hold", holdArgs{target: sys.target("desktop"), From: int64(ranges[i][0] + 1), To: int64(ranges[i][1] + 1),

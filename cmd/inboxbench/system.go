@@ -463,43 +463,47 @@ func metric(ops, name string) (float64, error) {
 	return 0, fmt.Errorf("metric %s not found", name)
 }
 
-// forceGC makes the process behind ops collect garbage (the heap profile
-// endpoint with gc=1 runs a GC first), so heap figures before and after
-// compare live memory, not garbage.
 // saveProfiles writes the heap (in use) and goroutine profiles of a
 // server into dir (go tool pprof reads them).
 func saveProfiles(dir, ops, name string) {
-	_ = os.MkdirAll(dir, 0o755)
-	for _, p := range []struct{ path, file string }{
-		{"/debug/pprof/heap", name + "-heap.pb.gz"},
-		{"/debug/pprof/goroutine", name + "-goroutine.pb.gz"},
-	} {
-		r, err := http.Get("http://" + ops + p.path)
-		if err != nil {
-			logf(true, "profile %s: %v", p.path, err)
-			continue
-		}
-		b, _ := io.ReadAll(r.Body)
-		r.Body.Close()
-		if err := os.WriteFile(filepath.Join(dir, p.file), b, 0o644); err != nil {
-			logf(true, "profile %s: %v", p.file, err)
-		}
+	saveURL("http://"+ops+"/debug/pprof/heap", filepath.Join(dir, name+"-heap.pb.gz"))
+	saveURL("http://"+ops+"/debug/pprof/goroutine", filepath.Join(dir, name+"-goroutine.pb.gz"))
+}
+
+// profileWave starts CPU profiles of every server process over the next
+// d, saved into dir (no-op without dir).
+func profileWave(dir string, sys *system, d time.Duration) {
+	if dir == "" {
+		return
+	}
+	for _, pr := range sys.procs {
+		go saveURL(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pr.ops, int(d.Seconds())),
+			filepath.Join(dir, pr.name+"-cpu.pb.gz"))
 	}
 }
 
-// saveCPUProfile writes a CPU profile of a server process over d.
-func saveCPUProfile(dir string, pr *proc, d time.Duration) {
-	_ = os.MkdirAll(dir, 0o755)
-	r, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pr.ops, int(d.Seconds())))
+// saveURL writes the body of a GET into path (profiles; failures are
+// logged, the benchmark goes on).
+func saveURL(url, path string) {
+	_ = os.MkdirAll(filepath.Dir(path), 0o755)
+	r, err := http.Get(url)
 	if err != nil {
-		logf(true, "cpu profile %s: %v", pr.name, err)
+		logf(true, "profile %s: %v", url, err)
 		return
 	}
 	defer r.Body.Close()
-	b, _ := io.ReadAll(r.Body)
-	_ = os.WriteFile(filepath.Join(dir, pr.name+"-cpu.pb.gz"), b, 0o644)
+	b, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		logf(true, "profile %s: %v", path, err)
+	}
 }
 
+// forceGC makes the process behind ops collect garbage (the heap profile
+// endpoint with gc=1 runs a GC first), so heap figures before and after
+// compare live memory, not garbage.
 func forceGC(ops string) {
 	r, err := http.Get("http://" + ops + "/debug/pprof/heap?gc=1")
 	if err == nil {
