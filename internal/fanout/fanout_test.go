@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inboxd/inboxd/internal/ids"
@@ -375,6 +377,55 @@ func TestConvSeqFollowsSendLogOrder(t *testing.T) {
 		}
 		if res.ClientMsgId != "o-"+strconv.Itoa(i) || res.ConvSeq != int64(i+1) {
 			t.Fatalf("result %d: %v", i, res)
+		}
+	}
+}
+
+// A batch with more inbox entries than the process's async publish window
+// (sends to a group of 100) is published within the window, acknowledged
+// as it goes: every send is STORED once, no batch fails and is retried,
+// and a member's inbox holds every message once, in conv_seq order.
+func TestBatchLargerThanThePublishWindow(t *testing.T) {
+	// The first batch is held after its commit until every send is in the
+	// stream, so the next batch is a full one.
+	sent := make(chan struct{})
+	var once sync.Once
+	r := newRig(t, Options{BatchSize: 256}, func() error {
+		once.Do(func() { <-sent })
+		return nil
+	})
+	conv := r.group(members(1, 100)...)
+	const n = 300 // a batch of 256 sends: 25,600 entries, more than publishWindow
+	for i := 0; i < n; i++ {
+		cmid := "w-" + strconv.Itoa(i)
+		r.sendAsync(1, conv, cmid, fmt.Sprint(i), "1:"+cmid)
+	}
+	select {
+	case <-r.js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		t.Fatal("sends not acknowledged by JetStream")
+	}
+	close(sent)
+	for i := 0; i < n; i++ {
+		res, ok := r.result(60 * time.Second)
+		if !ok {
+			t.Fatalf("only %d of %d results", i, n)
+		}
+		if res.Status != pb.SendStatus_STORED {
+			t.Fatalf("result %d: %v", i, res)
+		}
+	}
+	var m dto.Metric
+	if err := r.f.metrics.batchErrors.Write(&m); err != nil || m.GetCounter().GetValue() != 0 {
+		t.Fatalf("%v batches failed and were retried (%v)", m.GetCounter().GetValue(), err)
+	}
+	entries := testenv.InboxEntries(t, r.nc, layout, 77)
+	if len(entries) != n {
+		t.Fatalf("member 77 has %d inbox entries, want %d", len(entries), n)
+	}
+	for i, e := range entries {
+		if e.ConvSeq != int64(i+1) {
+			t.Fatalf("entry %d has conv_seq %d", i, e.ConvSeq)
 		}
 	}
 }

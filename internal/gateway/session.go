@@ -281,6 +281,9 @@ func (s *session) poke() {
 	case s.wake <- struct{}{}:
 	default:
 	}
+	if s.pumping.Load() {
+		return // the running pump takes the wake (sleep looks once more before it ends)
+	}
 	s.mu.Lock()
 	started := s.started
 	s.mu.Unlock()
