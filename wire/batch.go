@@ -46,6 +46,7 @@ const (
 	fBatchMessages = 2
 	fBatchHasMore  = 3
 	fBatchID       = 4
+	fBatchNewest   = 5
 )
 
 func sizeVarintField(num protowire.Number, v uint64) int {
@@ -115,12 +116,16 @@ type BatchHeader struct {
 	Lane    pb.Lane
 	BatchID uint64
 	HasMore bool
+	Newest  bool // the newest page of an offline-too-long device: ahead of conv_seq order
 }
 
 func (h *BatchHeader) size() int {
 	n := sizeVarintField(fBatchLane, uint64(h.Lane)) + sizeVarintField(fBatchID, h.BatchID)
 	if h.HasMore {
 		n += protowire.SizeTag(fBatchHasMore) + 1
+	}
+	if h.Newest {
+		n += protowire.SizeTag(fBatchNewest) + 1
 	}
 	return n
 }
@@ -131,7 +136,12 @@ func (h *BatchHeader) append(b []byte) []byte {
 		b = protowire.AppendTag(b, fBatchHasMore, protowire.VarintType)
 		b = append(b, 1)
 	}
-	return appendVarintField(b, fBatchID, h.BatchID)
+	b = appendVarintField(b, fBatchID, h.BatchID)
+	if h.Newest {
+		b = protowire.AppendTag(b, fBatchNewest, protowire.VarintType)
+		b = append(b, 1)
+	}
+	return b
 }
 
 // BatchFrameSize returns the size of the whole Batch frame (header bytes

@@ -22,7 +22,7 @@ func TestAppendBatchFrameMatchesGeneratedCode(t *testing.T) {
 	msgs[1].Text = "" // zero values are omitted, as protobuf does
 	msgs[2] = Message{Seq: 1003, ConvID: 42, EventType: uint32(pb.EventType_READ), EventUpTo: 17, EventPeer: 9, CreatedAtMs: 5}
 	raw, _ := proto.Marshal(&pb.Message{Seq: 5000, MsgId: 9, ConvId: 1, ConvSeq: 3, SenderUid: 2, Kind: 1, Text: "live"})
-	h := &BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: 77, HasMore: true}
+	h := &BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: 77, HasMore: true, Newest: true}
 	frame := AppendBatchFrame(nil, h, msgs, [][]byte{raw})
 	if len(frame) != BatchFrameSize(h, msgs, [][]byte{raw}) {
 		t.Fatalf("size %d, predicted %d", len(frame), BatchFrameSize(h, msgs, [][]byte{raw}))
@@ -32,7 +32,7 @@ func TestAppendBatchFrameMatchesGeneratedCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := m.(*pb.Batch)
-	want := &pb.Batch{Lane: pb.Lane_BACKFILL, BatchId: 77, HasMore: true}
+	want := &pb.Batch{Lane: pb.Lane_BACKFILL, BatchId: 77, HasMore: true, Newest: true}
 	for _, x := range msgs {
 		pm := &pb.Message{Seq: x.Seq, MsgId: x.MsgID, ConvId: x.ConvID, ConvSeq: x.ConvSeq,
 			SenderUid: x.SenderUID, Kind: x.Kind, Text: x.Text, CreatedAtMs: x.CreatedAtMs}

@@ -524,8 +524,11 @@ func (x *Ping) GetNonce() uint64 {
 
 // SummaryRequest asks for the login summary again; answered by Summary.
 type SummaryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Paging: 0 asks for the first page (the newest conversations); the
+	// next page is asked with the Summary's next_before_msg_id.
+	BeforeMsgId   int64 `protobuf:"varint,2,opt,name=before_msg_id,json=beforeMsgId,proto3" json:"before_msg_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -563,6 +566,13 @@ func (*SummaryRequest) Descriptor() ([]byte, []int) {
 func (x *SummaryRequest) GetRequestId() uint64 {
 	if x != nil {
 		return x.RequestId
+	}
+	return 0
+}
+
+func (x *SummaryRequest) GetBeforeMsgId() int64 {
+	if x != nil {
+		return x.BeforeMsgId
 	}
 	return 0
 }
@@ -955,12 +965,14 @@ func (x *Welcome) GetOfflineTooLong() bool {
 // unread count (last_seq - read_seq; own messages count as read) and the
 // last message; and the device's pending inbox entries.
 type Summary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Convs         []*ConvSummary         `protobuf:"bytes,1,rep,name=convs,proto3" json:"convs,omitempty"`
-	Pending       uint64                 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
-	RequestId     uint64                 `protobuf:"varint,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // the SummaryRequest it answers (0 in the welcome)
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Convs           []*ConvSummary         `protobuf:"bytes,1,rep,name=convs,proto3" json:"convs,omitempty"` // newest last message first
+	Pending         uint64                 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	RequestId       uint64                 `protobuf:"varint,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`                       // the SummaryRequest it answers (0 in the welcome)
+	HasMore         bool                   `protobuf:"varint,4,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`                             // more conversations with unread messages follow: ask with before_msg_id
+	NextBeforeMsgId int64                  `protobuf:"varint,5,opt,name=next_before_msg_id,json=nextBeforeMsgId,proto3" json:"next_before_msg_id,omitempty"` // the before_msg_id of the next page (when has_more)
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Summary) Reset() {
@@ -1010,6 +1022,20 @@ func (x *Summary) GetPending() uint64 {
 func (x *Summary) GetRequestId() uint64 {
 	if x != nil {
 		return x.RequestId
+	}
+	return 0
+}
+
+func (x *Summary) GetHasMore() bool {
+	if x != nil {
+		return x.HasMore
+	}
+	return false
+}
+
+func (x *Summary) GetNextBeforeMsgId() int64 {
+	if x != nil {
+		return x.NextBeforeMsgId
 	}
 	return 0
 }
@@ -1586,11 +1612,16 @@ func (x *Event) GetPeerUid() int64 {
 // Batch carries messages of one lane. batch_id names it in Ack; has_more
 // (backfill) says whether more backfill follows after this batch.
 type Batch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lane          Lane                   `protobuf:"varint,1,opt,name=lane,proto3,enum=inboxd.v1.Lane" json:"lane,omitempty"`
-	Messages      []*Message             `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
-	HasMore       bool                   `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
-	BatchId       uint64                 `protobuf:"varint,4,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Lane     Lane                   `protobuf:"varint,1,opt,name=lane,proto3,enum=inboxd.v1.Lane" json:"lane,omitempty"`
+	Messages []*Message             `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	HasMore  bool                   `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	BatchId  uint64                 `protobuf:"varint,4,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	// newest: the newest page of an offline-too-long device (welcome
+	// offline_too_long), sent ahead of conv_seq order by design. A client
+	// shows these messages at once and does not gap-fill for them: the
+	// backfill from the cursor brings everything before them, in order.
+	Newest        bool `protobuf:"varint,5,opt,name=newest,proto3" json:"newest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1651,6 +1682,13 @@ func (x *Batch) GetBatchId() uint64 {
 		return x.BatchId
 	}
 	return 0
+}
+
+func (x *Batch) GetNewest() bool {
+	if x != nil {
+		return x.Newest
+	}
+	return false
 }
 
 type Error struct {
@@ -1982,10 +2020,11 @@ const file_inboxd_proto_rawDesc = "" +
 	"\tbatch_ids\x18\x01 \x03(\x04R\bbatchIds\x12\x12\n" +
 	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\"\x1c\n" +
 	"\x04Ping\x12\x14\n" +
-	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"/\n" +
+	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"S\n" +
 	"\x0eSummaryRequest\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\x04R\trequestId\"\xa2\x01\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12\"\n" +
+	"\rbefore_msg_id\x18\x02 \x01(\x03R\vbeforeMsgId\"\xa2\x01\n" +
 	"\x04Pull\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
@@ -2018,12 +2057,14 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x12max_inflight_sends\x18\n" +
 	" \x01(\rR\x10maxInflightSends\x12,\n" +
 	"\asummary\x18\v \x01(\v2\x12.inboxd.v1.SummaryR\asummary\x12(\n" +
-	"\x10offline_too_long\x18\f \x01(\bR\x0eofflineTooLong\"p\n" +
+	"\x10offline_too_long\x18\f \x01(\bR\x0eofflineTooLong\"\xb8\x01\n" +
 	"\aSummary\x12,\n" +
 	"\x05convs\x18\x01 \x03(\v2\x16.inboxd.v1.ConvSummaryR\x05convs\x12\x18\n" +
 	"\apending\x18\x02 \x01(\x04R\apending\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\x04R\trequestId\"\xfd\x01\n" +
+	"request_id\x18\x03 \x01(\x04R\trequestId\x12\x19\n" +
+	"\bhas_more\x18\x04 \x01(\bR\ahasMore\x12+\n" +
+	"\x12next_before_msg_id\x18\x05 \x01(\x03R\x0fnextBeforeMsgId\"\xfd\x01\n" +
 	"\vConvSummary\x12\x17\n" +
 	"\aconv_id\x18\x01 \x01(\x03R\x06convId\x12\x16\n" +
 	"\x06unread\x18\x02 \x01(\x03R\x06unread\x12\x19\n" +
@@ -2077,12 +2118,13 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x0e2\x14.inboxd.v1.EventTypeR\x04type\x12\x17\n" +
 	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12#\n" +
 	"\x0eup_to_conv_seq\x18\x03 \x01(\x03R\vupToConvSeq\x12\x19\n" +
-	"\bpeer_uid\x18\x04 \x01(\x03R\apeerUid\"\x92\x01\n" +
+	"\bpeer_uid\x18\x04 \x01(\x03R\apeerUid\"\xaa\x01\n" +
 	"\x05Batch\x12#\n" +
 	"\x04lane\x18\x01 \x01(\x0e2\x0f.inboxd.v1.LaneR\x04lane\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.inboxd.v1.MessageR\bmessages\x12\x19\n" +
 	"\bhas_more\x18\x03 \x01(\bR\ahasMore\x12\x19\n" +
-	"\bbatch_id\x18\x04 \x01(\x04R\abatchId\"\xa6\x01\n" +
+	"\bbatch_id\x18\x04 \x01(\x04R\abatchId\x12\x16\n" +
+	"\x06newest\x18\x05 \x01(\bR\x06newest\"\xa6\x01\n" +
 	"\x05Error\x12(\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x14.inboxd.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
