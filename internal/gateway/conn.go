@@ -312,9 +312,7 @@ func (c *Conn) hello() bool {
 		return false
 	}
 	c.g.metrics.handshakes.Inc()
-	sess.mu.Lock()
-	cursor := sess.cursor
-	sess.mu.Unlock()
+	cursor := sess.State().Cursor
 	sr := <-summaryCh
 	summary, err := sr.s, sr.err
 	if err != nil {

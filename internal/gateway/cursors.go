@@ -74,10 +74,7 @@ func (cm *cursorMirror) run(ctx context.Context, every time.Duration) {
 			if time.Since(lastTouch) >= cm.g.opts.DeviceSeenEvery {
 				lastTouch = time.Now()
 				for _, s := range cm.g.router.all() {
-					s.mu.Lock()
-					c := store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: s.cursor}
-					s.mu.Unlock()
-					cm.mark(c)
+					cm.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: s.State().Cursor})
 				}
 			}
 			cm.flush(ctx)

@@ -312,34 +312,13 @@ func (g *Gateway) watchReconnects(ctx context.Context) {
 	}
 }
 
-// SessionState is a session's delivery state, for operators (/debug/sessions).
-type SessionState struct {
-	UID         int64  `json:"uid"`
-	Device      string `json:"device"`
-	Consumer    string `json:"consumer"`
-	Cursor      uint64 `json:"cursor"`
-	Covered     uint64 `json:"covered"`
-	Unconfirmed int    `json:"unconfirmed"`
-	SentLive    int    `json:"sent_live"`
-	Pages       int    `json:"pages"`
-	ConsumerAt  uint64 `json:"consumer_at"`
-	TailLeft    uint64 `json:"tail_left"`
-	TailKnown   bool   `json:"tail_known"`
-	Started     bool   `json:"started"`
-}
-
 // Sessions returns the state of uid's sessions on this gateway (all when uid is 0).
 func (g *Gateway) Sessions(uid int64) []SessionState {
 	var out []SessionState
 	for _, s := range g.router.all() {
-		if uid != 0 && s.uid != uid {
-			continue
+		if uid == 0 || s.uid == uid {
+			out = append(out, s.State())
 		}
-		s.mu.Lock()
-		out = append(out, SessionState{UID: s.uid, Device: s.device, Consumer: s.consumer, Cursor: s.cursor, Covered: s.covered,
-			Unconfirmed: len(s.unconf), SentLive: len(s.sentLive), Pages: s.pages, ConsumerAt: s.consumerAt,
-			TailLeft: s.tailLeft, TailKnown: s.tailKnown, Started: s.started})
-		s.mu.Unlock()
 	}
 	return out
 }

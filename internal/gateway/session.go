@@ -155,6 +155,32 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 	return s, pending, nil
 }
 
+// SessionState is a session's delivery state, for operators (/debug/sessions).
+type SessionState struct {
+	UID         int64  `json:"uid"`
+	Device      string `json:"device"`
+	Consumer    string `json:"consumer"`
+	Cursor      uint64 `json:"cursor"`
+	Covered     uint64 `json:"covered"`
+	Unconfirmed int    `json:"unconfirmed"`
+	SentLive    int    `json:"sent_live"`
+	Pages       int    `json:"pages"`
+	ConsumerAt  uint64 `json:"consumer_at"`
+	TailLeft    uint64 `json:"tail_left"`
+	TailKnown   bool   `json:"tail_known"`
+	Started     bool   `json:"started"`
+}
+
+// State returns a snapshot of the session's delivery state: the one way
+// for the rest of the gateway to read it.
+func (s *session) State() SessionState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SessionState{UID: s.uid, Device: s.device, Consumer: s.consumer, Cursor: s.cursor, Covered: s.covered,
+		Unconfirmed: len(s.unconf), SentLive: len(s.sentLive), Pages: s.pages, ConsumerAt: s.consumerAt,
+		TailLeft: s.tailLeft, TailKnown: s.tailKnown, Started: s.started}
+}
+
 // start lets live entries and the backfill flow, after the welcome.
 func (s *session) start() {
 	s.mu.Lock()
