@@ -3,15 +3,18 @@ package testnode
 
 import (
 	"context"
-
-	"github.com/nats-io/nats.go"
-
-	"github.com/inboxd/inboxd/internal/natsauth"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/natsauth"
 	"github.com/inboxd/inboxd/internal/node"
+	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
 )
 
@@ -25,14 +28,20 @@ func Config(t testing.TB, databaseURL string) config.Config {
 	c.NATSListen = "127.0.0.1:0"
 	c.DataDir = t.TempDir()
 	c.TokenSecret = testenv.Secret
-	c.Layout.InboxPartitions = 4
-	c.Layout.SendPartitions = 4
+	c.Layout = Layout()
 	// Tests see a new device's whole inbox unless they test the window.
 	c.NewDeviceMax = 1 << 30
 	c.PullRate = 1000
 	c.SendRate = 1e6 // tests send fast; TestSendRateLimited lowers it
 	c.DeviceSeenEvery = 500 * time.Millisecond
 	return c
+}
+
+// Layout is the stream layout of test nodes: 4 inbox and 4 send partitions.
+func Layout() streams.Layout {
+	l := streams.DefaultLayout
+	l.InboxPartitions, l.SendPartitions = 4, 4
+	return l
 }
 
 // StartNode starts a node with roles and stops it when the test ends.
@@ -66,4 +75,31 @@ func Admin(t testing.TB, n *node.Node) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// Gateway starts one more gateway on n's NATS connection and database, with
+// opts as given (free ports and the test Layout filled in when unset): for the gateway
+// options the node configuration does not carry, such as the per-user
+// backfill bucket. It has its own metrics registry and is shut down when
+// the test ends.
+func Gateway(t testing.TB, n *node.Node, opts gateway.Options) *gateway.Gateway {
+	t.Helper()
+	if opts.TCPAddr == "" {
+		opts.TCPAddr = "127.0.0.1:0"
+	}
+	if opts.WSAddr == "" {
+		opts.WSAddr = "127.0.0.1:0"
+	}
+	if opts.Layout == (streams.Layout{}) {
+		opts.Layout = Layout()
+	}
+	g, err := gateway.New(opts, testenv.Logger(t).Named("gateway"), n.NC, n.Store, auth.NewVerifier(testenv.Secret), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatalf("testnode: gateway: %v", err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatalf("testnode: start gateway: %v", err)
+	}
+	t.Cleanup(g.Shutdown)
+	return g
 }
