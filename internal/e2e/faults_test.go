@@ -29,18 +29,29 @@ func TestHalfOpenConnectionDetectedNothingLost(t *testing.T) {
 	first := sendN(t, n, 1, conv, 10, "before")
 	d.waitFor(10, 20*time.Second)
 
+	// The gateway's read deadline after login (3 heartbeats) is what must
+	// close the connection: counted apart from hello timeouts, which the
+	// client's reconnect attempts through the dead path cause (new
+	// connections that never get past hello).
+	const heartbeatTimeouts = "inboxd_gateway_heartbeat_timeouts_total"
+	before, _ := metricValue(t, n, heartbeatTimeouts)
 	proxy.Blackhole(true)
 	cut := time.Now()
 	during := sendN(t, n, 1, conv, 50, "during")
-	// The gateway closes the silent connection after 3 heartbeats of
-	// silence (the client's reconnect attempts through the dead path are
-	// new connections; they never get past hello).
 	deadline := time.Now().Add(20 * time.Second)
-	for metric(t, n, "inboxd_gateway_timeouts_total") < 1 && time.Now().Before(deadline) {
+	for {
+		v, ok := metricValue(t, n, heartbeatTimeouts)
+		if v > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			if !ok {
+				t.Fatalf("the gateway does not export %s: heartbeat timeouts cannot be told from hello timeouts", heartbeatTimeouts)
+			}
+			t.Fatalf("%s still %v %s after the cut: the half-open connection was not closed by the heartbeat deadline",
+				heartbeatTimeouts, v, time.Since(cut).Round(time.Millisecond))
+		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	if metric(t, n, "inboxd_gateway_timeouts_total") < 1 {
-		t.Fatalf("the half-open connection is still open %s after the cut", time.Since(cut).Round(time.Millisecond))
 	}
 	detected := time.Since(cut)
 	t.Logf("half-open connection closed by the gateway after %s (heartbeat 1s)", detected.Round(time.Millisecond))

@@ -59,22 +59,38 @@ func count(t testing.TB, n *node.Node, sql string, args ...any) int {
 // (0 when it was never set).
 func metric(t testing.TB, n *node.Node, name string) float64 {
 	t.Helper()
+	v, _ := metricValue(t, n, name)
+	return v // not exported yet: a counter with labels appears at its first increment
+}
+
+// metricValue reads a counter or gauge of the node (summed over its
+// labels) and whether /metrics exports it at all.
+func metricValue(t testing.TB, n *node.Node, name string) (float64, bool) {
+	t.Helper()
 	resp, err := http.Get("http://" + n.Ops.Addr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	var sum float64
+	found := false
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
 		}
+		if rest[0] == '{' { // one labelled series: the sum is the total
+			_, rest, _ = strings.Cut(rest, "} ")
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil {
+			t.Fatalf("metric %s: %q: %v", name, line, err)
+		}
+		sum += f
+		found = true
 	}
-	return 0 // not exported yet: a counter with labels appears at its first increment
+	return sum, found
 }
 
 // waitArchived waits until the archiver copied at least n inbox entries.
