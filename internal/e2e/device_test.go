@@ -161,3 +161,31 @@ func checkOrderedOnce(t testing.TB, msgs []client.Message, want []int64) {
 		t.Fatalf("%d messages delivered, want %d", len(msgs), len(want))
 	}
 }
+
+// checkOnceNewestAhead is checkOrderedOnce for a device that was offline too
+// long: messages of its newest page (Lane "newest") come ahead of conv_seq
+// order by design; every other message must follow the conv_seq order of
+// its conversation.
+func checkOnceNewestAhead(t testing.TB, msgs []client.Message, want []int64) {
+	t.Helper()
+	seen := map[int64]int{}
+	last := map[int64]int64{}
+	for _, m := range msgs {
+		seen[m.MsgID]++
+		if m.Lane == "newest" {
+			continue
+		}
+		if m.ConvSeq <= last[m.ConvID] {
+			t.Fatalf("conversation %d: conv_seq %d (%s lane) after %d", m.ConvID, m.ConvSeq, m.Lane, last[m.ConvID])
+		}
+		last[m.ConvID] = m.ConvSeq
+	}
+	for _, id := range want {
+		if seen[id] != 1 {
+			t.Fatalf("msg %d delivered %d times", id, seen[id])
+		}
+	}
+	if len(msgs) != len(want) {
+		t.Fatalf("%d messages delivered, want %d", len(msgs), len(want))
+	}
+}
