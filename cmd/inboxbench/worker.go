@@ -29,13 +29,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/streams"
-	"github.com/inboxd/inboxd/wire/pb"
 )
 
 type wreq struct {
@@ -709,7 +707,13 @@ func rawPublish(a rawPubArgs) (sendResult, error) {
 	if err != nil {
 		return sendResult{}, err
 	}
-	payload, _ := proto.Marshal(&pb.InboxEntry{MsgId: 1 << 40, ConvId: 1, ConvSeq: 1, SenderUid: 1, Kind: 1, CreatedAtMs: time.Now().UnixMilli()})
+	// The entry, headers and dedupe ids the fanout writes, on the copies'
+	// subjects instead of the inboxes'.
+	e := streams.Entry{MsgID: 1 << 40, ConvID: 1, ConvSeq: 1, SenderUID: 1, Kind: 1, CreatedAtMs: time.Now().UnixMilli()}
+	payload, err := e.Marshal()
+	if err != nil {
+		return sendResult{}, err
+	}
 	subjects := make([]string, a.Users)
 	for i := range subjects {
 		uid := int64(i + 1)
@@ -717,16 +721,8 @@ func rawPublish(a rawPubArgs) (sendResult, error) {
 	}
 	res := sendResult{StartNs: time.Now().UnixNano()}
 	for i := 0; i < a.Count; i++ {
-		u := i % a.Users
-		m := &nats.Msg{
-			Subject: subjects[u],
-			Data:    payload,
-			Header: nats.Header{
-				jetstream.MsgIDHeader: {a.Tag + strconv.Itoa(i) + ":" + strconv.Itoa(u+1)},
-				streams.HeaderConv:    {"1"},
-				streams.HeaderKind:    {streams.KindMessage},
-			},
-		}
+		uid := int64(i%a.Users + 1)
+		m := e.MsgOn(subjects[uid-1], payload, a.Tag+streams.MessageDedupeID(int64(i), uid))
 		if _, err := js.PublishMsgAsync(m); err != nil {
 			return res, err
 		}
@@ -816,7 +812,6 @@ func drainUser(ctx context.Context, js jetstream.JetStream, parts int, uid int64
 		return 0, 0, 0, err
 	}
 	seen := make([]uint64, (want+63)/64)
-	var e pb.InboxEntry
 	for got < want {
 		batch, err := c.Fetch(want-got, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
@@ -825,11 +820,12 @@ func drainUser(ctx context.Context, js jetstream.JetStream, parts int, uid int64
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			if err := proto.Unmarshal(m.Data(), &e); err != nil {
+			e, err := streams.DecodeEntry(m.Data())
+			if err != nil {
 				extra++
 				continue
 			}
-			i, ok := index[e.GetMsgId()]
+			i, ok := index[e.MsgID]
 			switch {
 			case !ok:
 				extra++
