@@ -138,7 +138,7 @@ func (r *rig) rows(sql string, args ...any) int {
 func (r *rig) entriesOf(uid, msgID int64) int {
 	n := 0
 	for _, e := range testenv.InboxEntries(r.t, r.nc, layout, uid) {
-		if e.MsgId == msgID {
+		if e.MsgID == msgID {
 			n++
 		}
 	}
