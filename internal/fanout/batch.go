@@ -3,11 +3,11 @@ package fanout
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -22,12 +22,6 @@ import (
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
-// Limits the fanout enforces again (the gateway checks them first).
-const (
-	MaxClientMsgIDLen = 128
-	MaxTextLen        = 16 << 10
-)
-
 // send is one SEND message of a batch.
 type send struct {
 	msg    jetstream.Msg
@@ -37,21 +31,20 @@ type send struct {
 	result *pb.SendResult
 }
 
-// validate returns why rec can never be stored, or "" if it may be.
-func validate(rec *pb.SendRecord) string {
-	switch {
-	case rec.GetSenderUid() <= 0:
-		return "sender_uid must be positive"
-	case rec.GetConvId() <= 0:
-		return "conv_id must be positive"
-	case rec.GetClientMsgId() == "" || len(rec.GetClientMsgId()) > MaxClientMsgIDLen:
-		return fmt.Sprintf("client_msg_id must be 1..%d bytes", MaxClientMsgIDLen)
-	case len(rec.GetText()) > MaxTextLen:
-		return fmt.Sprintf("text exceeds %d bytes", MaxTextLen)
-	case !utf8.ValidString(rec.GetText()) || !utf8.ValidString(rec.GetClientMsgId()):
-		return "text and client_msg_id must be valid UTF-8"
+// validate returns why rec can never be stored, or nil if it may be. The
+// SEND stream is not trusted blindly (an older gateway or a hand-written
+// record may break the limits): a record gets the gateway's own check,
+// wire.CheckSend, with its codes and words, and a sender check (the gateway
+// takes the sender from the token).
+func validate(rec *pb.SendRecord) *wire.Error {
+	if rec.GetSenderUid() <= 0 {
+		return wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "sender_uid must be positive")
 	}
-	return ""
+	var bad *wire.Error
+	if errors.As(wire.CheckSend(rec), &bad) {
+		return bad
+	}
+	return nil
 }
 
 func stored(m *store.Message) *pb.SendResult {
@@ -85,8 +78,8 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 		s.rec = rec
 		s.key = store.SendKey{Sender: rec.GetSenderUid(), ClientMsgID: rec.GetClientMsgId()}
-		if why := validate(rec); why != "" {
-			s.result = rejected(rec.GetClientMsgId(), pb.ErrorCode_INVALID_ARGUMENT, why)
+		if bad := validate(rec); bad != nil {
+			s.result = rejected(rec.GetClientMsgId(), bad.Code, bad.Message)
 			continue
 		}
 		if _, seen := firstOf[s.key]; seen {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
@@ -82,7 +84,18 @@ func newRig(t testing.TB, opts Options, hook func() error) *rig {
 // dedupe id (the gateway uses "<uid>:<client_msg_id>").
 func (r *rig) send(uid, conv int64, cmid, text, msgID string) {
 	r.t.Helper()
-	b, _ := proto.Marshal(&pb.SendRecord{SenderUid: uid, SenderDevice: "d", ClientMsgId: cmid, ConvId: conv, Kind: 1, Text: text})
+	r.sendRecord(&pb.SendRecord{SenderUid: uid, SenderDevice: "d", ClientMsgId: cmid, ConvId: conv, Kind: 1, Text: text}, msgID)
+}
+
+// sendRecord publishes rec to SEND as it is, as an older gateway or a hand
+// might have written it.
+func (r *rig) sendRecord(rec *pb.SendRecord, msgID string) {
+	r.t.Helper()
+	b, err := proto.Marshal(rec)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	conv := rec.GetConvId()
 	m := &nats.Msg{
 		Subject: streams.SendSubject(ids.Partition(conv, layout.SendPartitions), conv),
 		Data:    b,
@@ -427,5 +440,36 @@ func TestBatchLargerThanThePublishWindow(t *testing.T) {
 		if e.ConvSeq != int64(i+1) {
 			t.Fatalf("entry %d has conv_seq %d", i, e.ConvSeq)
 		}
+	}
+}
+
+// The fanout does not trust the SEND stream: a record the gateway would
+// never have published (it refuses the send with wire.CheckSend) is refused
+// by the fanout too, with the same code and the same words, and is not
+// stored.
+func TestSendTheGatewayRefusesIsRefusedByTheFanout(t *testing.T) {
+	r := newRig(t, Options{}, nil)
+	conv := r.group(1, 2)
+	for i, s := range []*pb.Send{
+		{ConvId: 0, ClientMsgId: "r-conv", Kind: 1, Text: "x"},
+		{ConvId: conv, ClientMsgId: "", Kind: 1, Text: "x"},
+		{ConvId: conv, ClientMsgId: strings.Repeat("x", wire.MaxClientMsgIDLen+1), Kind: 1, Text: "x"},
+		{ConvId: conv, ClientMsgId: "r-\x01-control", Kind: 1, Text: "x"},
+		{ConvId: conv, ClientMsgId: "r-long", Kind: 1, Text: strings.Repeat("x", wire.MaxTextLen+1)},
+		{ConvId: conv, ClientMsgId: "r-kind", Kind: 2, Text: "x"},
+	} {
+		var want *wire.Error
+		if !errors.As(wire.CheckSend(s), &want) {
+			t.Fatalf("case %d: the gateway accepts %v", i, s)
+		}
+		r.sendRecord(&pb.SendRecord{SenderUid: 1, SenderDevice: "d", ClientMsgId: s.ClientMsgId, ConvId: s.ConvId,
+			Kind: s.Kind, Text: s.Text}, "refused-"+strconv.Itoa(i))
+		res, ok := r.result(30 * time.Second)
+		if !ok || res.Status != pb.SendStatus_REJECTED || res.Code != want.Code || res.Message != want.Message {
+			t.Fatalf("case %d: the fanout answered %v (ok %v); the gateway refuses with %v", i, res, ok, want)
+		}
+	}
+	if got := r.rows(`SELECT count(*) FROM msg_content`); got != 0 {
+		t.Fatalf("%d refused sends stored", got)
 	}
 }
