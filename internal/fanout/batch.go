@@ -193,10 +193,8 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	for i, m := range publish {
 		done[i] = m.MsgID
 	}
-	if err := pt.f.st.MarkFannedOut(ctx, done); err != nil {
-		// Not fatal: the entries are durable. A later retry of these sends
-		// republishes, and Nats-Msg-Id absorbs it within the dedupe window.
-		pt.f.log.Warn("mark fanned out", zap.Error(err))
+	if err := pt.markFannedOut(ctx, done, msgs); err != nil {
+		return err
 	}
 
 	// SEND is a work queue: every message is acknowledged (and removed).
@@ -214,6 +212,37 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	pt.f.metrics.sends.WithLabelValues("rejected").Add(float64(len(rejects)))
 	pt.f.metrics.batchSeconds.Observe(time.Since(start).Seconds())
 	return nil
+}
+
+// markFannedOut records that every inbox entry of msgIDs is durable, trying
+// until it succeeds or ctx ends. A send is neither acknowledged nor answered
+// before: the mark is how a retry is recognised (the gateway answers a retry
+// that JetStream deduped only once Postgres says fanned out, and a
+// redelivered send whose row is not marked is published again, which
+// Nats-Msg-Id absorbs only within the INBOX dedupe window). Only the mark is
+// retried, not the batch: the entries are durable already.
+func (pt *partition) markFannedOut(ctx context.Context, msgIDs []int64, msgs []jetstream.Msg) error {
+	var b *backoff
+	for {
+		err := pt.f.st.MarkFannedOut(ctx, msgIDs)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("mark fanned out: %w", err)
+		}
+		pt.f.metrics.markRetries.Inc()
+		pt.f.log.Warn("mark fanned out failed; retrying (the sends wait for it)", zap.Int("messages", len(msgIDs)), zap.Error(err))
+		if b == nil {
+			b = newBackoff(50*time.Millisecond, 5*time.Second)
+		}
+		b.sleep(ctx)
+		// Keep the sends ours meanwhile (the backoff stays below ack_wait),
+		// rather than have them redelivered and answered twice.
+		for _, m := range msgs {
+			_ = m.InProgress()
+		}
+	}
 }
 
 // answer publishes each send's result to the subject its gateway named. A

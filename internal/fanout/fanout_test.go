@@ -214,10 +214,9 @@ func TestRetryAfterDedupeWindowIsAnsweredFromPostgres(t *testing.T) {
 	if !ok || first.Status != pb.SendStatus_STORED {
 		t.Fatalf("first: %v", first)
 	}
-	// Wait until the fanned_out mark landed (it follows the answer).
-	deadline := time.Now().Add(10 * time.Second)
-	for r.rows(`SELECT count(*) FROM msg_content WHERE fanned_out`) != 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	// The fanned_out mark lands before the answer.
+	if got := r.rows(`SELECT count(*) FROM msg_content WHERE fanned_out`); got != 1 {
+		t.Fatalf("%d rows marked fanned out after STORED, want 1", got)
 	}
 	r.send(2, conv, "late-1", "first, again", "2:late-1:after-window")
 	again, ok := r.result(30 * time.Second)
@@ -471,5 +470,92 @@ func TestSendTheGatewayRefusesIsRefusedByTheFanout(t *testing.T) {
 	}
 	if got := r.rows(`SELECT count(*) FROM msg_content`); got != 0 {
 		t.Fatalf("%d refused sends stored", got)
+	}
+}
+
+// shortenInboxDedupe sets the INBOX partitions' duplicate window to d, so a
+// test can outlive it.
+func (r *rig) shortenInboxDedupe(d time.Duration) {
+	r.t.Helper()
+	ctx := context.Background()
+	for p := 0; p < layout.InboxPartitions; p++ {
+		s, err := r.js.Stream(ctx, streams.InboxStream(p))
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		cfg.Duplicates = d
+		if _, err := r.js.UpdateStream(ctx, cfg); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// failFirst makes the first statement that updates column of msg_content
+// fail, the way a Postgres restart or a lost connection fails it (a
+// sequence counts the attempts: it is not rolled back with them).
+func (r *rig) failFirst(column string) {
+	r.t.Helper()
+	_, err := r.st.Pool.Exec(context.Background(), `
+		CREATE SEQUENCE test_fail_first;
+		CREATE FUNCTION test_fail_first() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF nextval('test_fail_first') = 1 THEN
+				RAISE EXCEPTION 'injected failure of the first update of msg_content.`+column+`';
+			END IF;
+			RETURN NULL;
+		END $$;
+		CREATE TRIGGER test_fail_first BEFORE UPDATE OF `+column+` ON msg_content
+			FOR EACH STATEMENT EXECUTE FUNCTION test_fail_first();`)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// The fanned_out mark fails once (after every inbox entry was
+// acknowledged). It is what a retried send is recognised by: the gateway
+// answers a retry that JetStream deduped only once Postgres says fanned
+// out, and the fanout republishes a stored row that is not. So STORED
+// comes only after the mark landed, and a retry after every dedupe window
+// adds no entry.
+func TestFailedFannedOutMarkIsRetriedNoDuplicates(t *testing.T) {
+	r := newRig(t, Options{}, nil)
+	r.shortenInboxDedupe(time.Second)
+	r.failFirst("fanned_out")
+	ms := members(1, 5)
+	conv := r.group(ms...)
+	r.send(1, conv, "mark-1", "hello", "1:mark-1")
+	first, ok := r.result(30 * time.Second)
+	if !ok || first.Status != pb.SendStatus_STORED {
+		t.Fatalf("result %v (ok %v), want STORED", first, ok)
+	}
+	if n := r.rows(`SELECT last_value FROM test_fail_first`); n < 1 {
+		t.Fatal("the mark was never attempted: the failure was not injected")
+	}
+	var retries dto.Metric
+	if err := r.f.metrics.markRetries.Write(&retries); err != nil || retries.GetCounter().GetValue() < 1 {
+		t.Errorf("%v mark retries counted (%v), want at least 1", retries.GetCounter().GetValue(), err)
+	}
+	// What the gateway asks when JetStream reports a retry as a duplicate.
+	key := store.SendKey{Sender: 1, ClientMsgID: "mark-1"}
+	lk, err := r.st.LookupSends(context.Background(), []store.SendKey{key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := lk.Stored[key]; m == nil || !m.FannedOut {
+		t.Errorf("after STORED, Postgres says %+v: a retry deduped by JetStream would wait for fanned_out and time out", m)
+	}
+	// A retry after both dedupe windows (SEND: another Nats-Msg-Id; INBOX:
+	// the shortened window has passed).
+	time.Sleep(1500 * time.Millisecond)
+	r.send(1, conv, "mark-1", "hello", "1:mark-1:after-window")
+	again, ok := r.result(30 * time.Second)
+	if !ok || again.Status != pb.SendStatus_STORED || again.MsgId != first.MsgId {
+		t.Fatalf("retry: %v (ok %v), first %v", again, ok, first)
+	}
+	for _, uid := range ms {
+		if n := r.entriesOf(uid, first.MsgId); n != 1 {
+			t.Errorf("uid %d holds %d entries of the message, want 1", uid, n)
+		}
 	}
 }
