@@ -103,6 +103,7 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 		// Member lists: reload those whose member_ver moved, and those of
 		// conversations a stored row names that this batch did not lock (a
 		// client that reused a client_msg_id for another conversation).
+		pt.members.makeRoom(len(convs))
 		var stale []int64
 		for id, c := range convs {
 			if !pt.members.fresh(id, c.MemberVer) {

@@ -559,3 +559,36 @@ func TestFailedFannedOutMarkIsRetriedNoDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// A batch names more conversations than the member cache holds: every
+// sender is still checked against its own conversation's members (an
+// eviction halfway through the batch had dropped lists it relied on, and
+// their senders were refused as non-members for good).
+func TestBatchWiderThanTheMemberCache(t *testing.T) {
+	sent := make(chan struct{})
+	var once sync.Once
+	r := newRig(t, Options{MemberCacheSize: 2}, func() error {
+		once.Do(func() { <-sent })
+		return nil
+	})
+	var convs []int64
+	for i := int64(0); i < 8; i++ {
+		convs = append(convs, r.group(1, 100+i))
+	}
+	for i, conv := range convs {
+		cmid := "wide-" + strconv.Itoa(i)
+		r.sendAsync(1, conv, cmid, "x", "1:"+cmid)
+	}
+	select {
+	case <-r.js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		t.Fatal("sends not acknowledged by JetStream")
+	}
+	close(sent)
+	for range convs {
+		res, ok := r.result(30 * time.Second)
+		if !ok || res.Status != pb.SendStatus_STORED {
+			t.Fatalf("result %v (ok %v), want STORED", res, ok)
+		}
+	}
+}

@@ -21,6 +21,17 @@ func newMemberCache(max int) *memberCache {
 	return &memberCache{max: max, m: make(map[int64]memberList)}
 }
 
+// makeRoom makes room for the lists of a batch of n conversations. It is
+// the only eviction, and it runs before the batch looks at the cache: a
+// list the batch relies on (to check a sender, to publish) is never evicted
+// halfway through it. Bounded memory: start over rather than track recency;
+// a miss costs one indexed query per batch.
+func (c *memberCache) makeRoom(n int) {
+	if len(c.m)+n > c.max {
+		clear(c.m)
+	}
+}
+
 // fresh reports whether conv's cached list is at version ver.
 func (c *memberCache) fresh(conv, ver int64) bool {
 	l, ok := c.m[conv]
@@ -28,11 +39,6 @@ func (c *memberCache) fresh(conv, ver int64) bool {
 }
 
 func (c *memberCache) put(conv, ver int64, uids []int64) {
-	if len(c.m) >= c.max {
-		// Bounded memory: start over rather than track recency; a miss costs
-		// one indexed query per batch.
-		clear(c.m)
-	}
 	c.m[conv] = memberList{ver: ver, uids: uids}
 }
 
