@@ -22,6 +22,12 @@ import (
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
+// delivery is a message and the members who get an inbox entry of it.
+type delivery struct {
+	m  *store.Message
+	to []int64 // ascending
+}
+
 // send is one SEND message of a batch.
 type send struct {
 	msg    jetstream.Msg
@@ -91,28 +97,23 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	convIDs = sortedUnique(convIDs)
 
-	var fresh []*store.Message   // new rows of this batch
-	var publish []*store.Message // rows whose inbox entries must be (re)published
+	var fresh []*store.Message // new rows of this batch
+	var again []*store.Message // stored rows not marked fanned out: publish again
+	var publish []delivery     // what to publish, to whom
 	var rejects []store.Reject
 	err := pgx.BeginFunc(ctx, pt.f.st.Pool, func(tx pgx.Tx) error {
-		fresh, publish, rejects = fresh[:0], publish[:0], rejects[:0]
+		fresh, again, publish, rejects = fresh[:0], again[:0], publish[:0], rejects[:0]
 		convs, lk, err := store.BeginBatch(ctx, tx, convIDs, keys)
 		if err != nil {
 			return err
 		}
-		// Member lists: reload those whose member_ver moved, and those of
-		// conversations a stored row names that this batch did not lock (a
-		// client that reused a client_msg_id for another conversation).
+		// Member lists: reload those whose member_ver moved. Under the row
+		// lock they are the members at the conv_seqs this batch assigns.
 		pt.members.makeRoom(len(convs))
 		var stale []int64
 		for id, c := range convs {
 			if !pt.members.fresh(id, c.MemberVer) {
 				stale = append(stale, id)
-			}
-		}
-		for _, m := range lk.Stored {
-			if _, locked := convs[m.ConvID]; !locked && !m.FannedOut {
-				stale = append(stale, m.ConvID)
 			}
 		}
 		if len(stale) > 0 {
@@ -134,7 +135,7 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 			if m, ok := lk.Stored[k]; ok {
 				s.result = stored(m)
 				if !m.FannedOut {
-					publish = append(publish, m)
+					again = append(again, m)
 				}
 				continue
 			}
@@ -168,7 +169,7 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 			}
 			s.result = stored(m)
 			fresh = append(fresh, m)
-			publish = append(publish, m)
+			publish = append(publish, delivery{m, pt.members.members(m.ConvID)})
 		}
 		return store.CommitBatch(ctx, tx, fresh, lastSeq, rejects)
 	})
@@ -180,10 +181,17 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 			return err
 		}
 	}
+	if len(again) > 0 {
+		d, err := pt.membersAtSendTime(ctx, again)
+		if err != nil {
+			return err
+		}
+		publish = append(publish, d...)
+	}
 
 	// Within a conversation, entries go out in conv_seq order.
-	slices.SortStableFunc(publish, func(a, b *store.Message) int {
-		return cmp.Or(cmp.Compare(a.ConvID, b.ConvID), cmp.Compare(a.ConvSeq, b.ConvSeq))
+	slices.SortStableFunc(publish, func(a, b delivery) int {
+		return cmp.Or(cmp.Compare(a.m.ConvID, b.m.ConvID), cmp.Compare(a.m.ConvSeq, b.m.ConvSeq))
 	})
 	n, err := pt.publish(ctx, publish)
 	if err != nil {
@@ -191,8 +199,8 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	pt.f.metrics.entries.Add(float64(n))
 	done := make([]int64, len(publish))
-	for i, m := range publish {
-		done[i] = m.MsgID
+	for i, d := range publish {
+		done[i] = d.m.MsgID
 	}
 	if err := pt.markFannedOut(ctx, done, msgs); err != nil {
 		return err
@@ -213,6 +221,33 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	pt.f.metrics.sends.WithLabelValues("rejected").Add(float64(len(rejects)))
 	pt.f.metrics.batchSeconds.Observe(time.Since(start).Seconds())
 	return nil
+}
+
+// membersAtSendTime returns the deliveries of stored messages that are
+// published again (a crash or a failure after their commit left them
+// unmarked): to the members at each message's conv_seq, whatever changed
+// since. (Members who got their entry the first time get it again, and
+// Nats-Msg-Id absorbs it within the INBOX dedupe window.)
+func (pt *partition) membersAtSendTime(ctx context.Context, msgs []*store.Message) ([]delivery, error) {
+	convIDs := make([]int64, len(msgs))
+	for i, m := range msgs {
+		convIDs[i] = m.ConvID
+	}
+	spans, err := pt.f.st.MemberSpans(ctx, sortedUnique(convIDs))
+	if err != nil {
+		return nil, fmt.Errorf("members at send time: %w", err)
+	}
+	hist := make(map[int64]*history, len(spans))
+	out := make([]delivery, len(msgs))
+	for i, m := range msgs {
+		h := hist[m.ConvID]
+		if h == nil {
+			h = newHistory(spans[m.ConvID])
+			hist[m.ConvID] = h
+		}
+		out[i] = delivery{m, h.membersAt(m.ConvSeq)}
+	}
+	return out, nil
 }
 
 // markFannedOut records that every inbox entry of msgIDs is durable, trying
@@ -268,18 +303,18 @@ func (pt *partition) answer(sends []send, firstOf map[store.SendKey]int) {
 	}
 }
 
-// publish writes one inbox entry per member for every message and waits
+// publish writes one inbox entry per recipient of every delivery and waits
 // until JetStream acknowledged all of them. As each acknowledgement arrives
 // (it carries the entry's inbox seq) the entry is announced, body included,
 // on the member's live subject: gateways deliver it at once to connected
 // devices, ahead of any backfill. It returns the entry count.
-func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, error) {
-	if len(msgs) == 0 {
+func (pt *partition) publish(ctx context.Context, ds []delivery) (int, error) {
+	if len(ds) == 0 {
 		return 0, nil
 	}
 	n := 0
-	for _, m := range msgs {
-		n += len(pt.members.members(m.ConvID))
+	for _, d := range ds {
+		n += len(d.to)
 	}
 	type target struct {
 		m   *store.Message
@@ -323,7 +358,8 @@ func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, e
 	// publishing them all first stalled and failed the batch).
 	window := max(publishWindow/max(len(pt.f.opts.Partitions), 1), 64)
 	acked := 0
-	for _, m := range msgs {
+	for _, d := range ds {
+		m := d.m
 		payload, err := proto.Marshal(&pb.InboxEntry{
 			MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq, SenderUid: m.SenderUID,
 			Kind: uint32(m.Kind), CreatedAtMs: m.CreatedAt.UnixMilli(),
@@ -333,7 +369,7 @@ func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, e
 		}
 		conv := strconv.FormatInt(m.ConvID, 10)
 		prefix := strconv.FormatInt(m.MsgID, 10) + ":"
-		for _, uid := range pt.members.members(m.ConvID) {
+		for _, uid := range d.to {
 			for len(futures)-acked >= window {
 				if err := await(acked); err != nil {
 					return 0, err

@@ -560,6 +560,54 @@ func TestFailedFannedOutMarkIsRetriedNoDuplicates(t *testing.T) {
 	}
 }
 
+// A crash after the content commit, and the membership changes before the
+// send is run again: the republish goes to the members at the message's
+// conv_seq, not to today's. Member 2 left after the message (it keeps it),
+// member 3 left and came back (it was a member then), member 4 joined
+// after it (it must not get it).
+func TestRepublishAfterCrashGoesToTheMembersAtSendTime(t *testing.T) {
+	reached := make(chan struct{})
+	release := make(chan struct{})
+	var calls atomic.Int32
+	r := newRig(t, Options{}, func() error {
+		if calls.Add(1) == 1 {
+			close(reached)
+			<-release
+			return errors.New("simulated crash after commit")
+		}
+		return nil
+	})
+	conv := r.group(1, 2, 3)
+	r.send(1, conv, "at-1", "to the members of seq 1", "1:at-1")
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("fanout never reached the commit")
+	}
+	ctx := context.Background()
+	for _, change := range []func() (int64, error){
+		func() (int64, error) { return r.st.RemoveMembers(ctx, conv, []int64{2, 3}) },
+		func() (int64, error) { return r.st.AddMembers(ctx, conv, []int64{3, 4}) },
+	} {
+		if _, err := change(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	res, ok := r.result(30 * time.Second)
+	if !ok || res.Status != pb.SendStatus_STORED || res.ConvSeq != 1 {
+		t.Fatalf("result %v (ok %v), want STORED at conv_seq 1", res, ok)
+	}
+	if calls.Load() < 2 {
+		t.Fatalf("the batch ran %d times; the republish path was not exercised", calls.Load())
+	}
+	for uid, want := range map[int64]int{1: 1, 2: 1, 3: 1, 4: 0} {
+		if n := r.entriesOf(uid, res.MsgId); n != want {
+			t.Errorf("uid %d holds %d entries of the message, want %d", uid, n, want)
+		}
+	}
+}
+
 // A batch names more conversations than the member cache holds: every
 // sender is still checked against its own conversation's members (an
 // eviction halfway through the batch had dropped lists it relied on, and
