@@ -121,9 +121,13 @@ type Client struct {
 	pending  map[string]*pendingSend
 	queue    []*pendingSend
 	inflight int
-	limit    int
-	nextOrd  uint64
-	sendMu   sync.Mutex // orders writes of sends
+	// abandoned counts, per client_msg_id, attempts on the wire of the
+	// current session whose waiter gave up: each holds a slot until the
+	// server answers it.
+	abandoned map[string]int
+	limit     int
+	nextOrd   uint64
+	sendMu    sync.Mutex // orders writes of sends
 
 	recv    *receiver // nil without a Handler
 	convs   map[int64]*Conversation
@@ -152,9 +156,10 @@ type pendingSend struct {
 func Dial(ctx context.Context, opts Options) (*Client, error) {
 	opts.setDefaults()
 	c := &Client{
-		opts:    opts,
-		pending: make(map[string]*pendingSend),
-		done:    make(chan struct{}),
+		opts:      opts,
+		pending:   make(map[string]*pendingSend),
+		abandoned: make(map[string]int),
+		done:      make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if opts.Handler != nil {
@@ -314,6 +319,7 @@ func (c *Client) up(s *session) {
 	c.cur = s
 	c.welcome = s.welcome
 	c.inflight = 0
+	c.abandoned = map[string]int{}
 	c.mu.Unlock()
 	c.applySummary(s.welcome.GetSummary())
 	c.mu.Lock()
