@@ -347,10 +347,9 @@ func dialScripted(t *testing.T, s *scripted, opts Options) (*Client, *scriptConn
 	return c, s.next()
 }
 
-// servePulls answers every pull of the client from timeline (per
-// conversation, ascending conv_seq), the way the gateway does, until the
-// connection ends.
-func (c *scriptConn) servePulls(timeline map[int64][]wire.Message) {
+// answer replies to every frame the client sent (from now on, and those
+// sent before) for which reply returns a frame, until the connection ends.
+func (c *scriptConn) answer(reply func(proto.Message) proto.Message) {
 	go func() {
 		answered := 0
 		for {
@@ -360,23 +359,37 @@ func (c *scriptConn) servePulls(timeline map[int64][]wire.Message) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			pulls := ofType[*pb.Pull](c.frames())
-			for _, p := range pulls[answered:] {
-				res := &pb.PullResult{RequestId: p.GetRequestId(), ConvId: p.GetConvId()}
-				for _, m := range timeline[p.GetConvId()] {
-					if m.ConvSeq <= p.GetAfterConvSeq() {
-						continue
-					}
-					if len(res.Messages) == int(p.GetLimit()) {
-						res.HasMore = true
-						break
-					}
-					res.Messages = append(res.Messages, &pb.Message{MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq,
-						SenderUid: m.SenderUID, Kind: m.Kind, Text: m.Text, CreatedAtMs: m.CreatedAtMs})
+			got := c.frames()
+			for _, m := range got[answered:] {
+				if r := reply(m); r != nil {
+					c.send(r)
 				}
-				c.send(res)
 			}
-			answered = len(pulls)
+			answered = len(got)
 		}
 	}()
+}
+
+// servePulls answers every pull of the client from timeline (per
+// conversation, ascending conv_seq), the way the gateway does.
+func (c *scriptConn) servePulls(timeline map[int64][]wire.Message) {
+	c.answer(func(m proto.Message) proto.Message {
+		p, ok := m.(*pb.Pull)
+		if !ok {
+			return nil
+		}
+		res := &pb.PullResult{RequestId: p.GetRequestId(), ConvId: p.GetConvId()}
+		for _, m := range timeline[p.GetConvId()] {
+			if m.ConvSeq <= p.GetAfterConvSeq() {
+				continue
+			}
+			if len(res.Messages) == int(p.GetLimit()) {
+				res.HasMore = true
+				break
+			}
+			res.Messages = append(res.Messages, &pb.Message{MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq,
+				SenderUid: m.SenderUID, Kind: m.Kind, Text: m.Text, CreatedAtMs: m.CreatedAtMs})
+		}
+		return res
+	})
 }
