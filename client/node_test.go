@@ -19,7 +19,7 @@ import (
 // client_msg_id gets the original msg_id), an offline receiver gets every
 // message once and in conv_seq order, its messages are confirmed (a new
 // session has nothing pending), and SummaryAll lists every conversation
-// with its unread count.
+// (three groups of the same two users) with its unread count.
 func TestAgainstRealNode(t *testing.T) {
 	n := testnode.AllInOne(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
