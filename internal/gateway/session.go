@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/inboxd/inboxd/internal/gateway/ledger"
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
@@ -26,19 +27,9 @@ import (
 
 // A session is the read side of one device's connection: it moves the
 // device's inbox from its cursor to the device, in backfill pages and on the
-// live lane, and moves the cursor when the device confirms.
-//
-// State, in inbox sequence numbers of the user's partition:
-//
-//	cursor   every entry of the device's inbox <= cursor is confirmed (the
-//	         durable consumer's ack floor, mirrored to Postgres)
-//	covered  every entry <= covered was sent to the device (or is not the
-//	         device's): backfill has passed it
-//	unconf   entries sent and not yet confirmed (backfill or live)
-//	sentLive entries above covered already sent on the live lane; backfill
-//	         skips them when it gets there
-//
-// so cursor = min(covered, min(unconf)-1) and it only ever grows on acks.
+// live lane, and moves the cursor when the device confirms. What was handed
+// over and confirmed, and so where the cursor stands, is its ledger's
+// (package ledger: cursor = min(covered, min(unconfirmed)-1)).
 //
 // Backfill reads older ranges from the Postgres archive index (cost follows
 // the device's own backlog) and the recent tail from the durable consumer
@@ -65,32 +56,26 @@ type session struct {
 	done    chan struct{} // closed when the session ended and its cursor is saved
 
 	mu         sync.Mutex
-	cursor     uint64
-	covered    uint64
-	unconf     map[uint64]struct{}
-	info       map[uint64]confirmed // unconfirmed messages: for delivered receipts
-	sentLive   map[uint64]struct{}
-	batches    map[uint64]sentBatch
-	nextBatch  uint64
-	pages      int       // backfill batches awaiting confirmation
-	sentPages  int       // backfill batches sent in this session
-	consumerAt uint64    // the consumer's next delivery (0: must be repositioned)
-	ackedFloor uint64    // the consumer's ack floor as last set by us
-	lastSync   time.Time // last consumer reposition in archive mode
-	tailMsgs   []tailMsg // consumer deliveries not yet acknowledged
-	tailLeft   uint64    // consumer NumPending after the last fetch
-	tailKnown  bool      // tailLeft is current
-	verified   bool      // a fetch found the tail empty since tailKnown was last set from NumPending
-	nextDseq   uint64    // the consumer sequence the next delivery must have (0: unknown)
-	needFinal  bool      // a has_more=true batch went out: end the backfill with has_more=false
-	started    bool      // the welcome is queued: live entries may go out
-	early      []outItem // live entries that arrived before that
+	led        *ledger.Ledger
+	consumerAt uint64      // the consumer's next delivery (0: must be repositioned)
+	ackedFloor uint64      // the consumer's ack floor as last set by us
+	lastSync   time.Time   // last consumer reposition in archive mode
+	tailMsgs   []tailMsg   // consumer deliveries not yet acknowledged
+	tailLeft   uint64      // consumer NumPending after the last fetch
+	tailKnown  bool        // tailLeft is current
+	verified   bool        // a fetch found the tail empty since tailKnown was last set from NumPending
+	nextDseq   uint64      // the consumer sequence the next delivery must have (0: unknown)
+	needFinal  bool        // a has_more=true batch went out: end the backfill with has_more=false
+	started    bool        // the welcome is queued: live entries may go out
+	early      []earlyLive // live entries that arrived before that
 	closed     bool
 }
 
-type sentBatch struct {
-	seqs     []uint64
-	backfill bool
+// earlyLive is a live entry that arrived before the welcome went out: it
+// is recorded in the ledger (which the login's open replaces) at start.
+type earlyLive struct {
+	raw []byte
+	e   ledger.Entry
 }
 
 type tailMsg struct {
@@ -118,10 +103,7 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 		limiter:  rate.NewLimiter(prof.rate, prof.burst),
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
-		unconf:   map[uint64]struct{}{},
-		info:     map[uint64]confirmed{},
-		sentLive: map[uint64]struct{}{},
-		batches:  map[uint64]sentBatch{},
+		led:      ledger.New(0), // until open knows the cursor
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	c.setSession(s) // before live entries can arrive: the writer registers their batches with it
@@ -176,8 +158,8 @@ type SessionState struct {
 func (s *session) State() SessionState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SessionState{UID: s.uid, Device: s.device, Consumer: s.consumer, Cursor: s.cursor, Covered: s.covered,
-		Unconfirmed: len(s.unconf), SentLive: len(s.sentLive), Pages: s.pages, ConsumerAt: s.consumerAt,
+	return SessionState{UID: s.uid, Device: s.device, Consumer: s.consumer, Cursor: s.led.Cursor(), Covered: s.led.Covered(),
+		Unconfirmed: s.led.Unconfirmed(), SentLive: s.led.Ahead(), Pages: s.led.Pages(), ConsumerAt: s.consumerAt,
 		TailLeft: s.tailLeft, TailKnown: s.tailKnown, Started: s.started}
 }
 
@@ -185,10 +167,15 @@ func (s *session) State() SessionState {
 func (s *session) start() {
 	s.mu.Lock()
 	s.started = true
-	early := s.early
+	var out []outItem
+	for _, it := range s.early {
+		if s.acceptLiveLocked(it.e) {
+			out = append(out, outItem{live: it.raw, liveSeq: it.e.Seq})
+		}
+	}
 	s.early = nil
 	s.mu.Unlock()
-	for _, it := range early {
+	for _, it := range out {
 		s.c.enqueue(it)
 	}
 	if s.pumping.CompareAndSwap(false, true) {
@@ -274,7 +261,8 @@ func (s *session) open(ctx context.Context) (uint64, error) {
 		}
 	}
 	s.mu.Lock()
-	s.cursor, s.covered, s.ackedFloor = cursor, cursor, cursor
+	s.led = ledger.New(cursor)
+	s.ackedFloor = cursor
 	s.consumerAt = 0
 	if info.Delivered.Stream == cursor || resetSeq == cursor+1 {
 		s.consumerAt = cursor + 1
@@ -343,64 +331,40 @@ func (s *session) close() {
 // messages.
 func (s *session) onAck(batchIDs, seqs []uint64) error {
 	s.mu.Lock()
-	var unknown, unknownSeqs []uint64
-	var done []confirmed
-	confirm := func(seq uint64) {
-		delete(s.unconf, seq)
-		if in, ok := s.info[seq]; ok {
-			done = append(done, in)
-			delete(s.info, seq)
-		}
+	r := s.led.Ack(nil, batchIDs, seqs)
+	if r.Moved {
+		s.cursorMovedLocked()
 	}
-	for _, seq := range seqs {
-		if _, ok := s.unconf[seq]; !ok {
-			unknownSeqs = append(unknownSeqs, seq)
-			continue
-		}
-		confirm(seq)
-	}
-	for _, id := range batchIDs {
-		b, ok := s.batches[id]
-		if !ok {
-			unknown = append(unknown, id)
-			continue
-		}
-		delete(s.batches, id)
-		for _, seq := range b.seqs {
-			confirm(seq)
-		}
-		if b.backfill {
-			s.pages--
-		}
-	}
-	moved := s.advanceLocked()
-	wantTail := len(s.sentLive) > 0
+	wantTail := s.led.Ahead() > 0
 	s.mu.Unlock()
-	s.g.deliveredReceipts(s.uid, done)
-	if moved || wantTail || len(batchIDs) > len(unknown) {
+	s.g.deliveredReceipts(s.uid, receipts(r.Receipts))
+	if r.Moved || wantTail || r.Batches > 0 {
 		s.poke()
 	}
-	if len(unknown) > 0 || len(unknownSeqs) > 0 {
+	if len(r.UnknownBatches) > 0 || len(r.UnknownSeqs) > 0 {
 		s.g.metrics.badAcks.Inc()
 		return wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT,
-			"ack of batches %v / messages %v that were not sent on this connection or are confirmed already; nothing else changed", unknown, unknownSeqs)
+			"ack of batches %v / messages %v that were not sent on this connection or are confirmed already; nothing else changed", r.UnknownBatches, r.UnknownSeqs)
 	}
 	return nil
 }
 
-// advanceLocked recomputes the cursor; it acknowledges consumer deliveries
-// up to it and marks the mirror. It reports whether the cursor moved.
-func (s *session) advanceLocked() bool {
-	c := s.covered
-	for seq := range s.unconf {
-		if seq-1 < c {
-			c = seq - 1
-		}
+// receipts converts what the ledger reports confirmed for deliveredReceipts.
+func receipts(in []ledger.Info) []confirmed {
+	if len(in) == 0 {
+		return nil
 	}
-	if c <= s.cursor {
-		return false
+	out := make([]confirmed, len(in))
+	for i, r := range in {
+		out[i] = confirmed{conv: r.Conv, convSeq: r.ConvSeq, sender: r.Sender}
 	}
-	s.cursor = c
+	return out
+}
+
+// cursorMovedLocked does what a moved cursor implies: it acknowledges
+// consumer deliveries up to it and marks the mirror.
+func (s *session) cursorMovedLocked() {
+	c := s.led.Cursor()
 	// AckPolicy all: acknowledging the newest delivery at or below the
 	// cursor moves the consumer's ack floor there.
 	i, found := slices.BinarySearchFunc(s.tailMsgs, c, func(t tailMsg, seq uint64) int {
@@ -420,55 +384,58 @@ func (s *session) advanceLocked() bool {
 		s.ackedFloor = s.tailMsgs[i].seq
 		s.tailMsgs = s.tailMsgs[i+1:]
 	}
-	s.g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: s.cursor})
-	return true
+	s.g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: c})
 }
 
 // onLive sends a live entry now unless backfill already has it.
 func (s *session) onLive(raw []byte, e wire.Entry) {
-	seq := e.Seq
+	le := ledger.Entry{Seq: e.Seq, Message: !e.Event, Info: ledger.Info{Conv: e.ConvID, ConvSeq: e.ConvSeq, Sender: e.SenderUID}}
 	s.mu.Lock()
-	if s.closed || seq <= s.covered {
+	if s.closed {
 		s.mu.Unlock()
 		return
 	}
-	if len(s.unconf) >= maxUnconfirmed {
+	if !s.started {
+		s.early = append(s.early, earlyLive{raw: raw, e: le})
+		s.mu.Unlock()
+		return
+	}
+	ok := s.acceptLiveLocked(le)
+	s.mu.Unlock()
+	if ok {
+		s.c.enqueue(outItem{live: raw, liveSeq: e.Seq})
+	}
+}
+
+// acceptLiveLocked records a live entry about to go out. It reports false
+// when it does not go: the backfill covered it, it went out already, or
+// the device owes too many confirmations.
+func (s *session) acceptLiveLocked(e ledger.Entry) bool {
+	if e.Seq <= s.led.Covered() {
+		return false
+	}
+	if s.led.Unconfirmed() >= maxUnconfirmed {
 		// The device is not confirming: stop adding to what it owes us.
 		// The entry is not dropped: the tail read delivers it once the
 		// device confirms (or on its next login).
 		s.tailKnown = false
 		s.verified = false
-		s.mu.Unlock()
 		s.g.metrics.liveDeferred.Inc()
-		return
+		return false
 	}
-	if _, dup := s.sentLive[seq]; dup {
-		s.mu.Unlock()
-		return
-	}
-	s.sentLive[seq] = struct{}{}
-	s.unconf[seq] = struct{}{}
-	if !e.Event {
-		s.info[seq] = confirmed{conv: e.ConvID, convSeq: e.ConvSeq, sender: e.SenderUID}
+	if !s.led.Live(e) {
+		return false
 	}
 	s.tailKnown = false
 	s.verified = false // the stream grew: the tail has to be read to cover it
-	if !s.started {
-		s.early = append(s.early, outItem{live: raw, liveSeq: seq})
-		s.mu.Unlock()
-		return
-	}
-	s.mu.Unlock()
-	s.c.enqueue(outItem{live: raw, liveSeq: seq})
+	return true
 }
 
 // liveBatch registers a live batch about to be written.
 func (s *session) liveBatch(seqs []uint64) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nextBatch++
-	s.batches[s.nextBatch] = sentBatch{seqs: slices.Clone(seqs)}
-	return s.nextBatch
+	return s.led.LiveBatch(seqs, time.Now())
 }
 
 // syncConsumer moves the consumer's ack floor up to the cursor where acks
@@ -476,7 +443,7 @@ func (s *session) liveBatch(seqs []uint64) uint64 {
 // Outside of final it runs at most once a second per session.
 func (s *session) syncConsumer(ctx context.Context, final bool) {
 	s.mu.Lock()
-	c := s.cursor
+	c := s.led.Cursor()
 	due := c > s.ackedFloor && (final || time.Since(s.lastSync) >= time.Second)
 	s.mu.Unlock()
 	if !due {
@@ -509,7 +476,7 @@ func (s *session) pump() {
 		default:
 		}
 		s.mu.Lock()
-		full := s.pages >= s.prof.window
+		full := s.led.Pages() >= s.prof.window
 		s.mu.Unlock()
 		if full {
 			if !s.sleep() {
@@ -565,7 +532,7 @@ func (s *session) step() (bool, error) {
 	ctx := s.ctx
 	info := s.g.parts.get(s.p)
 	s.mu.Lock()
-	covered, cursor := s.covered, s.cursor
+	covered, cursor := s.led.Covered(), s.led.Cursor()
 	s.mu.Unlock()
 
 	// What the archive holds is read from it: one indexed range read with
@@ -590,7 +557,7 @@ func (s *session) step() (bool, error) {
 		// cursor to covered. Also wait when the stretch is long (a live
 		// entry with much traffic after it).
 		s.mu.Lock()
-		inFlight := s.pages
+		inFlight := s.led.Pages()
 		s.mu.Unlock()
 		if cursor < covered && (inFlight > 0 || covered-cursor > uint64(s.g.opts.TailScan)) {
 			// Nothing more comes before the device confirms. If what it
@@ -658,7 +625,7 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 	}
 	if left == 0 {
 		s.mu.Lock()
-		verified, covered := s.verified, s.covered
+		verified, covered := s.verified, s.led.Covered()
 		s.mu.Unlock()
 		if !verified {
 			// NumPending has been seen to lag behind the stream under
@@ -701,7 +668,7 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 	pg := getPage()
 	var delivered []tailMsg
 	s.mu.Lock()
-	last, dseq := s.covered, s.nextDseq
+	last, dseq := s.led.Covered(), s.nextDseq
 	s.mu.Unlock()
 	orphans := false
 	for m := range batch.Messages() {
@@ -765,7 +732,7 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 	}
 	s.g.metrics.pages.WithLabelValues("tail").Inc()
 	s.mu.Lock()
-	covered := s.covered
+	covered := s.led.Covered()
 	s.tailMsgs = append(s.tailMsgs, delivered...)
 	s.consumerAt, s.tailLeft, s.tailKnown, s.verified = last+1, left, true, false
 	s.nextDseq = dseq
@@ -783,7 +750,7 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 func (s *session) firstPage() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sentPages == 0
+	return s.led.PagesSent() == 0
 }
 
 // lastEntrySeq returns the stream sequence of the newest entry of the
@@ -813,7 +780,7 @@ func (s *session) fillBodies(ctx context.Context, pg *page) error {
 	s.mu.Lock()
 	need := pg.idx[:0]
 	for i := range pg.msgs {
-		if _, live := s.sentLive[pg.msgs[i].Seq]; !live && pg.msgs[i].EventType == 0 {
+		if !s.led.SentAhead(pg.msgs[i].Seq) && pg.msgs[i].EventType == 0 {
 			need = append(need, i)
 		}
 	}
@@ -828,7 +795,7 @@ func (s *session) fillBodies(ctx context.Context, pg *page) error {
 // entries already sent live are dropped from it) and queues it.
 func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, error) {
 	s.mu.Lock()
-	if s.closed || s.covered != from {
+	if s.closed || s.led.Covered() != from {
 		// Covered moved meanwhile (an ack_range): read again from there.
 		closed := s.closed
 		s.mu.Unlock()
@@ -836,45 +803,28 @@ func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, err
 		return !closed, nil
 	}
 	kept := pg.msgs[:0]
-	pg.seqs = pg.seqs[:0]
+	pg.entries = pg.entries[:0]
 	for _, m := range pg.msgs {
-		if m.Seq <= from || m.Seq > upTo {
-			continue
-		}
-		if _, live := s.sentLive[m.Seq]; live {
+		if m.Seq <= from || m.Seq > upTo || s.led.SentAhead(m.Seq) {
 			continue
 		}
 		kept = append(kept, m)
-		pg.seqs = append(pg.seqs, m.Seq)
+		pg.entries = append(pg.entries, ledgerEntry(&m))
 	}
 	pg.msgs = kept
-	for seq := range s.sentLive {
-		if seq <= upTo {
-			delete(s.sentLive, seq)
-		}
+	// Nothing of the device's in this range (or all of it went live):
+	// coverage alone may move the cursor.
+	id, moved, _ := s.led.Page(from, upTo, pg.entries, time.Now())
+	if moved {
+		s.cursorMovedLocked()
 	}
-	s.covered = upTo
 	if len(pg.msgs) == 0 {
-		// Nothing of the device's in this range (or all of it went live):
-		// coverage alone may move the cursor.
-		moved := s.advanceLocked()
 		s.mu.Unlock()
 		putPage(pg)
-		_ = moved
 		return true, nil
 	}
-	for i, seq := range pg.seqs {
-		s.unconf[seq] = struct{}{}
-		if m := &pg.msgs[i]; m.EventType == 0 {
-			s.info[seq] = confirmed{conv: m.ConvID, convSeq: m.ConvSeq, sender: m.SenderUID}
-		}
-	}
-	s.nextBatch++
-	s.batches[s.nextBatch] = sentBatch{seqs: slices.Clone(pg.seqs), backfill: true}
-	s.pages++
-	s.sentPages++
 	s.needFinal = hasMore
-	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: s.nextBatch, HasMore: hasMore}
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: hasMore}
 	s.mu.Unlock()
 	n := len(pg.msgs) // pg belongs to the writer once queued
 	if !s.c.enqueueBackfill(pg) {
@@ -882,6 +832,11 @@ func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, err
 	}
 	s.g.metrics.backfillMessages.Add(float64(n))
 	return true, nil
+}
+
+// ledgerEntry is what the ledger keeps of a message handed over.
+func ledgerEntry(m *wire.Message) ledger.Entry {
+	return ledger.Entry{Seq: m.Seq, Message: m.EventType == 0, Info: ledger.Info{Conv: m.ConvID, ConvSeq: m.ConvSeq, Sender: m.SenderUID}}
 }
 
 // finish tells the device that no more backfill comes for now (the last
@@ -916,7 +871,7 @@ func (s *session) recover(ctx context.Context, err error) error {
 		return err
 	}
 	s.mu.Lock()
-	cursor := s.cursor
+	cursor := s.led.Cursor()
 	s.mu.Unlock()
 	cfg, cerr := streams.DeviceConsumerConfig(s.p, s.uid, s.device, cursor+1, s.g.opts.DeviceIdleReap)
 	if cerr != nil {
@@ -937,10 +892,10 @@ func (s *session) recover(ctx context.Context, err error) error {
 
 // page is one backfill batch on its way to the writer (pooled).
 type page struct {
-	hdr  wire.BatchHeader
-	msgs []wire.Message
-	seqs []uint64
-	idx  []int
+	hdr     wire.BatchHeader
+	msgs    []wire.Message
+	entries []ledger.Entry // what the ledger records of msgs
+	idx     []int
 }
 
 var pagePool = sync.Pool{New: func() any { return new(page) }}
@@ -951,7 +906,7 @@ func putPage(pg *page) {
 	for i := range pg.msgs {
 		pg.msgs[i].Text = "" // do not pin bodies
 	}
-	pg.msgs, pg.seqs, pg.idx = pg.msgs[:0], pg.seqs[:0], pg.idx[:0]
+	pg.msgs, pg.entries, pg.idx = pg.msgs[:0], pg.entries[:0], pg.idx[:0]
 	pg.hdr = wire.BatchHeader{}
 	pagePool.Put(pg)
 }
@@ -982,47 +937,23 @@ func (s *session) onAckRange(upTo uint64) error {
 		}
 	}
 	s.mu.Lock()
-	if upTo <= s.cursor {
+	if upTo <= s.led.Cursor() {
 		s.mu.Unlock()
 		return nil
 	}
-	var done []confirmed
-	for seq := range s.unconf {
-		if seq <= upTo {
-			delete(s.unconf, seq)
-			if in, ok := s.info[seq]; ok {
-				done = append(done, in)
-				delete(s.info, seq)
-			}
-		}
-	}
-	for seq := range s.sentLive {
-		if seq <= upTo {
-			delete(s.sentLive, seq)
-		}
-	}
-	for id, b := range s.batches {
-		b.seqs = slices.DeleteFunc(b.seqs, func(seq uint64) bool { return seq <= upTo })
-		if len(b.seqs) == 0 {
-			delete(s.batches, id)
-			if b.backfill {
-				s.pages--
-			}
-		} else {
-			s.batches[id] = b
-		}
-	}
-	if upTo > s.covered {
+	r, jumped := s.led.AckRange(nil, upTo)
+	if jumped {
 		// The backfill resumes after the range; the consumer is moved there
 		// once the cursor stands at it.
-		s.covered = upTo
 		s.consumerAt, s.tailKnown, s.verified = 0, false, false
 		s.tailMsgs = s.tailMsgs[:0]
 	}
-	s.advanceLocked()
+	if r.Moved {
+		s.cursorMovedLocked()
+	}
 	s.mu.Unlock()
 	s.g.metrics.ackRanges.Inc()
-	s.g.deliveredReceipts(s.uid, done)
+	s.g.deliveredReceipts(s.uid, receipts(r.Receipts))
 	s.poke()
 	return nil
 }
@@ -1046,7 +977,7 @@ func (s *session) sendNewest(ctx context.Context) error {
 		return err
 	}
 	s.mu.Lock()
-	cursor := s.cursor
+	cursor := s.led.Cursor()
 	s.mu.Unlock()
 	pg := getPage()
 	pg.msgs, err = s.g.st.NewestPage(ctx, pg.msgs[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
@@ -1054,25 +985,19 @@ func (s *session) sendNewest(ctx context.Context) error {
 		putPage(pg)
 		return err
 	}
-	s.mu.Lock()
-	pg.seqs = pg.seqs[:0]
+	pg.entries = pg.entries[:0]
 	for i := range pg.msgs {
-		m := &pg.msgs[i]
-		s.sentLive[m.Seq] = struct{}{}
-		s.unconf[m.Seq] = struct{}{}
-		if m.EventType == 0 {
-			s.info[m.Seq] = confirmed{conv: m.ConvID, convSeq: m.ConvSeq, sender: m.SenderUID}
-		}
-		pg.seqs = append(pg.seqs, m.Seq)
+		pg.entries = append(pg.entries, ledgerEntry(&pg.msgs[i]))
 	}
-	s.nextBatch++
-	s.batches[s.nextBatch] = sentBatch{seqs: slices.Clone(pg.seqs)}
+	s.mu.Lock()
+	id := s.led.Newest(pg.entries, time.Now())
 	s.needFinal = true
-	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: s.nextBatch, HasMore: true}
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true}
 	s.mu.Unlock()
+	n := len(pg.msgs) // pg belongs to the writer once queued
 	if !s.c.enqueueBackfill(pg) {
 		return errors.New("connection closed")
 	}
-	s.g.metrics.backfillMessages.Add(float64(len(pg.seqs)))
+	s.g.metrics.backfillMessages.Add(float64(n))
 	return nil
 }
