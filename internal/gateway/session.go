@@ -2,20 +2,12 @@ package gateway
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-	"go.uber.org/zap"
 	"golang.org/x/time/rate"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/inboxd/inboxd/internal/gateway/ledger"
 	"github.com/inboxd/inboxd/internal/ids"
@@ -27,9 +19,15 @@ import (
 
 // A session is the read side of one device's connection: it moves the
 // device's inbox from its cursor to the device, in backfill pages and on the
-// live lane, and moves the cursor when the device confirms. What was handed
-// over and confirmed, and so where the cursor stands, is its ledger's
-// (package ledger: cursor = min(covered, min(unconfirmed)-1)).
+// live lane, and moves the cursor when the device confirms. Its parts:
+//
+//	ledger        what was handed over and confirmed, and so where the
+//	              cursor stands (package ledger: cursor = min(covered,
+//	              min(unconfirmed)-1))
+//	consumer.go   the device's durable consumer: open, reposition,
+//	              recreate from the mirror, tail reads
+//	pump.go       the backfill loop and its budget
+//	pages.go      the page sources (archive, tail) and the hand-over
 //
 // Backfill reads older ranges from the Postgres archive index (cost follows
 // the device's own backlog) and the recent tail from the durable consumer
@@ -45,9 +43,8 @@ type session struct {
 	p        int
 	consumer string
 	prof     profile
-	limiter  *rate.Limiter // the device's backfill rate
-
-	cons jetstream.Consumer
+	budget   backfillBudget
+	cons     *deviceConsumer
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -55,20 +52,13 @@ type session struct {
 	pumping atomic.Bool   // a pump goroutine runs
 	done    chan struct{} // closed when the session ended and its cursor is saved
 
-	mu         sync.Mutex
-	led        *ledger.Ledger
-	consumerAt uint64      // the consumer's next delivery (0: must be repositioned)
-	ackedFloor uint64      // the consumer's ack floor as last set by us
-	lastSync   time.Time   // last consumer reposition in archive mode
-	tailMsgs   []tailMsg   // consumer deliveries not yet acknowledged
-	tailLeft   uint64      // consumer NumPending after the last fetch
-	tailKnown  bool        // tailLeft is current
-	verified   bool        // a fetch found the tail empty since tailKnown was last set from NumPending
-	nextDseq   uint64      // the consumer sequence the next delivery must have (0: unknown)
-	needFinal  bool        // a has_more=true batch went out: end the backfill with has_more=false
-	started    bool        // the welcome is queued: live entries may go out
-	early      []earlyLive // live entries that arrived before that
-	closed     bool
+	mu        sync.Mutex
+	led       *ledger.Ledger
+	tail      tailState
+	needFinal bool        // a has_more=true batch went out: end the backfill with has_more=false
+	started   bool        // the welcome is queued: live entries may go out
+	early     []earlyLive // live entries that arrived before that
+	closed    bool
 }
 
 // earlyLive is a live entry that arrived before the welcome went out: it
@@ -78,15 +68,6 @@ type earlyLive struct {
 	e   ledger.Entry
 }
 
-type tailMsg struct {
-	seq uint64
-	msg jetstream.Msg
-}
-
-// errRetry: the step could not make progress now and should be tried again
-// after a pause (not an error worth a log line).
-var errRetry = errors.New("retry")
-
 // maxUnconfirmed bounds the messages a session keeps sending live without
 // confirmation.
 const maxUnconfirmed = 10000
@@ -95,15 +76,20 @@ const maxUnconfirmed = 10000
 // returns the welcome fields.
 func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, error) {
 	prof := profiles[c.kind]
+	uid := c.id.UID
+	p := ids.Partition(uid, g.opts.Layout.InboxPartitions)
 	s := &session{
-		g: g, c: c, id: nuid.Next(), uid: c.id.UID, device: c.id.Device,
-		p:        ids.Partition(c.id.UID, g.opts.Layout.InboxPartitions),
-		consumer: streams.DeviceConsumer(c.id.UID, c.id.Device),
+		g: g, c: c, id: nuid.Next(), uid: uid, device: c.id.Device, p: p,
+		consumer: streams.DeviceConsumer(uid, c.id.Device),
 		prof:     prof,
-		limiter:  rate.NewLimiter(prof.rate, prof.burst),
-		wake:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		led:      ledger.New(0), // until open knows the cursor
+		budget: backfillBudget{
+			device: rate.NewLimiter(prof.rate, prof.burst), deviceBurst: prof.burst,
+			user: func() *rate.Limiter { return g.router.limiter(uid) }, userBurst: g.opts.UserBackfillBurst,
+		},
+		cons: newDeviceConsumer(g, p, uid, c.id.Device),
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
+		led:  ledger.New(0), // until open knows the cursor
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	c.setSession(s) // before live entries can arrive: the writer registers their batches with it
@@ -126,7 +112,7 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	pending, err := s.open(cctx)
+	o, err := s.cons.open(cctx)
 	if err != nil {
 		g.router.unregister(s)
 		c.setSession(nil)
@@ -134,7 +120,12 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 		close(s.done)
 		return nil, 0, err
 	}
-	return s, pending, nil
+	s.mu.Lock()
+	s.led = ledger.New(o.cursor)
+	s.tail.opened(o)
+	s.mu.Unlock()
+	g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: o.cursor})
+	return s, o.pending, nil
 }
 
 // SessionState is a session's delivery state, for operators (/debug/sessions).
@@ -159,8 +150,8 @@ func (s *session) State() SessionState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return SessionState{UID: s.uid, Device: s.device, Consumer: s.consumer, Cursor: s.led.Cursor(), Covered: s.led.Covered(),
-		Unconfirmed: s.led.Unconfirmed(), SentLive: s.led.Ahead(), Pages: s.led.Pages(), ConsumerAt: s.consumerAt,
-		TailLeft: s.tailLeft, TailKnown: s.tailKnown, Started: s.started}
+		Unconfirmed: s.led.Unconfirmed(), SentLive: s.led.Ahead(), Pages: s.led.Pages(), ConsumerAt: s.tail.at,
+		TailLeft: s.tail.left, TailKnown: s.tail.known, Started: s.started}
 }
 
 // start lets live entries and the backfill flow, after the welcome.
@@ -179,130 +170,6 @@ func (s *session) start() {
 		s.c.enqueue(it)
 	}
 	if s.pumping.CompareAndSwap(false, true) {
-		go s.pump()
-	}
-}
-
-// open finds or creates the device's consumer, resets it so unacknowledged
-// entries come back at once, and sets cursor and covered.
-func (s *session) open(ctx context.Context) (uint64, error) {
-	g := s.g
-	stream := streams.InboxStream(s.p)
-	// The Postgres mirror and the consumer are looked up at once: a login
-	// waits for one round trip instead of two.
-	type mirrorResult struct {
-		c     store.DeviceCursor
-		found bool
-		err   error
-	}
-	mirrorCh := make(chan mirrorResult, 1)
-	go func() {
-		c, found, err := g.st.GetDeviceCursor(ctx, s.uid, s.device)
-		mirrorCh <- mirrorResult{c, found, err}
-	}()
-	var err error
-	s.cons, err = g.bjs.Consumer(ctx, stream, s.consumer)
-	mr := <-mirrorCh
-	if mr.err != nil {
-		return 0, mr.err
-	}
-	mirror, found := mr.c, mr.found
-	created := false // the cached info predates a move: read it again
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		created = true
-		// First login of this device, or its consumer was reaped or lost:
-		// start after the mirrored cursor (repeats, never skips).
-		var cfg jetstream.ConsumerConfig
-		var cerr error
-		if found {
-			cfg, cerr = streams.DeviceConsumerConfig(s.p, s.uid, s.device, mirror.AckSeq+1, g.opts.DeviceIdleReap)
-			g.metrics.consumersRecreated.Inc()
-		} else {
-			// A new device: the last NewDeviceWindow of the inbox, capped
-			// below (newDeviceCap); older history comes by conversation pulls.
-			cfg, cerr = streams.NewDeviceConsumerConfig(s.p, s.uid, s.device, time.Now().Add(-g.opts.NewDeviceWindow), g.opts.DeviceIdleReap)
-		}
-		if cerr != nil {
-			return 0, cerr
-		}
-		s.cons, err = g.bjs.CreateConsumer(ctx, stream, cfg)
-		if err == nil && !found {
-			err = s.newDeviceCap(ctx, stream)
-		}
-		if errors.Is(err, jetstream.ErrConsumerExists) {
-			s.cons, err = g.bjs.Consumer(ctx, stream, s.consumer) // another gateway was quicker
-		}
-	}
-	if err != nil {
-		return 0, fmt.Errorf("device consumer %s: %w", s.consumer, err)
-	}
-	// Unacknowledged deliveries (of an earlier session) come back at once
-	// after a reset, instead of after ack_wait. A consumer with none needs
-	// no reset: skipping it spares the server a state file write, which it
-	// does inline for every reset (a reconnect wave measured 800 logins/s
-	// with the reset, most of the NATS server's CPU in writing those files).
-	info := s.cons.CachedInfo()
-	nextDseq := info.Delivered.Consumer + 1
-	resetSeq := uint64(0)
-	if created || info.NumAckPending > 0 || info.Delivered.Stream != info.AckFloor.Stream {
-		r, err := g.bjs.ResetConsumer(ctx, stream, s.consumer)
-		if err != nil {
-			return 0, fmt.Errorf("reset consumer %s: %w", s.consumer, err)
-		}
-		info, resetSeq, nextDseq = r.ConsumerInfo, r.ResetSeq, 1
-	}
-	cursor := info.AckFloor.Stream
-	if found && mirror.AckSeq > cursor {
-		// The consumer knows less than the mirror (recreated from an older
-		// mirror by another gateway, or restored): the mirror is a
-		// confirmed position too.
-		if r, err := g.bjs.ResetConsumerToSequence(ctx, stream, s.consumer, mirror.AckSeq+1); err == nil {
-			cursor, resetSeq, nextDseq = mirror.AckSeq, r.ResetSeq, 1
-		}
-	}
-	s.mu.Lock()
-	s.led = ledger.New(cursor)
-	s.ackedFloor = cursor
-	s.consumerAt = 0
-	if info.Delivered.Stream == cursor || resetSeq == cursor+1 {
-		s.consumerAt = cursor + 1
-	}
-	s.tailLeft, s.tailKnown, s.verified = info.NumPending, s.consumerAt == cursor+1, false
-	s.nextDseq = nextDseq // a reset restarts delivery sequences
-	s.mu.Unlock()
-	g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: cursor})
-	return info.NumPending, nil
-}
-
-// newDeviceCap moves a new device's cursor up so that at most
-// NewDeviceMax entries are ahead of it.
-func (s *session) newDeviceCap(ctx context.Context, stream string) error {
-	nth, ok, err := s.g.st.NthNewestSeq(ctx, s.uid, s.g.opts.NewDeviceMax)
-	if err != nil || !ok {
-		return err
-	}
-	if floor := s.cons.CachedInfo().AckFloor.Stream; nth-1 > floor {
-		_, err = s.g.bjs.ResetConsumerToSequence(ctx, stream, s.consumer, nth)
-	}
-	return err
-}
-
-// poke makes the pump look again (an ack, a live entry to cover, a NATS
-// reconnect), starting it if it is not running: a caught-up session holds
-// no goroutine.
-func (s *session) poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-	if s.pumping.Load() {
-		return // the running pump takes the wake (sleep looks once more before it ends)
-	}
-	s.mu.Lock()
-	started := s.started
-	s.mu.Unlock()
-	if started && s.pumping.CompareAndSwap(false, true) {
-		s.pumping.Store(true)
 		go s.pump()
 	}
 }
@@ -349,6 +216,42 @@ func (s *session) onAck(batchIDs, seqs []uint64) error {
 	return nil
 }
 
+// onAckRange confirms every entry up to upTo, fetched or not (a client that
+// chose not to fetch an old backlog). It is recorded like any confirmation.
+func (s *session) onAckRange(upTo uint64) error {
+	if last := s.g.parts.get(s.p).lastSeq; upTo > last {
+		// The cached head may be a refresh behind: ask the stream.
+		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+		st, err := s.g.js.Stream(ctx, streams.InboxStream(s.p))
+		cancel()
+		if err != nil {
+			return wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot check the inbox head now; retry")
+		}
+		if last = st.CachedInfo().State.LastSeq; upTo > last {
+			return wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "ack_range up to %d is beyond the inbox (last entry %d)", upTo, last)
+		}
+	}
+	s.mu.Lock()
+	if upTo <= s.led.Cursor() {
+		s.mu.Unlock()
+		return nil
+	}
+	r, jumped := s.led.AckRange(nil, upTo)
+	if jumped {
+		// The backfill resumes after the range; the consumer is moved there
+		// once the cursor stands at it.
+		s.tail.skipped()
+	}
+	if r.Moved {
+		s.cursorMovedLocked()
+	}
+	s.mu.Unlock()
+	s.g.metrics.ackRanges.Inc()
+	s.g.deliveredReceipts(s.uid, receipts(r.Receipts))
+	s.poke()
+	return nil
+}
+
 // receipts converts what the ledger reports confirmed for deliveredReceipts.
 func receipts(in []ledger.Info) []confirmed {
 	if len(in) == 0 {
@@ -361,29 +264,11 @@ func receipts(in []ledger.Info) []confirmed {
 	return out
 }
 
-// cursorMovedLocked does what a moved cursor implies: it acknowledges
-// consumer deliveries up to it and marks the mirror.
+// cursorMovedLocked does what a moved cursor implies: the consumer's
+// deliveries up to it are acknowledged and the mirror is marked.
 func (s *session) cursorMovedLocked() {
 	c := s.led.Cursor()
-	// AckPolicy all: acknowledging the newest delivery at or below the
-	// cursor moves the consumer's ack floor there.
-	i, found := slices.BinarySearchFunc(s.tailMsgs, c, func(t tailMsg, seq uint64) int {
-		switch {
-		case t.seq < seq:
-			return -1
-		case t.seq > seq:
-			return 1
-		}
-		return 0
-	})
-	if !found {
-		i--
-	}
-	if i >= 0 {
-		_ = s.tailMsgs[i].msg.Ack()
-		s.ackedFloor = s.tailMsgs[i].seq
-		s.tailMsgs = s.tailMsgs[i+1:]
-	}
+	s.tail.ackUpTo(c)
 	s.g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: c})
 }
 
@@ -418,16 +303,14 @@ func (s *session) acceptLiveLocked(e ledger.Entry) bool {
 		// The device is not confirming: stop adding to what it owes us.
 		// The entry is not dropped: the tail read delivers it once the
 		// device confirms (or on its next login).
-		s.tailKnown = false
-		s.verified = false
+		s.tail.stale()
 		s.g.metrics.liveDeferred.Inc()
 		return false
 	}
 	if !s.led.Live(e) {
 		return false
 	}
-	s.tailKnown = false
-	s.verified = false // the stream grew: the tail has to be read to cover it
+	s.tail.stale() // the stream grew: the tail has to be read to cover it
 	return true
 }
 
@@ -438,566 +321,20 @@ func (s *session) liveBatch(seqs []uint64) uint64 {
 	return s.led.LiveBatch(seqs, time.Now())
 }
 
-// syncConsumer moves the consumer's ack floor up to the cursor where acks
-// did not (entries served from the archive were never delivered by it).
-// Outside of final it runs at most once a second per session.
-func (s *session) syncConsumer(ctx context.Context, final bool) {
-	s.mu.Lock()
-	c := s.led.Cursor()
-	due := c > s.ackedFloor && (final || time.Since(s.lastSync) >= time.Second)
-	s.mu.Unlock()
-	if !due {
-		return
-	}
-	if _, err := s.g.bjs.ResetConsumerToSequence(ctx, streams.InboxStream(s.p), s.consumer, c+1); err != nil {
-		s.g.log.Debug("move consumer to cursor", zap.String("consumer", s.consumer), zap.Error(err))
-		return
-	}
-	s.mu.Lock()
-	s.ackedFloor, s.lastSync = max(s.ackedFloor, c), time.Now()
-	s.nextDseq = 1
-	if s.consumerAt != 0 {
-		s.consumerAt = c + 1
-		s.tailKnown = false
-		s.verified = false
-		s.tailMsgs = s.tailMsgs[:0]
-	}
-	s.mu.Unlock()
-}
-
-// pump produces backfill pages while there is backlog and room in the
-// window; it sleeps when caught up until poked (an ack, a live entry to
-// cover, a NATS reconnect).
-func (s *session) pump() {
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		default:
-		}
-		s.mu.Lock()
-		full := s.led.Pages() >= s.prof.window
-		s.mu.Unlock()
-		if full {
-			if !s.sleep() {
-				return
-			}
-			continue
-		}
-		more, err := s.step()
-		if err != nil {
-			if s.ctx.Err() != nil {
-				return
-			}
-			if !errors.Is(err, errRetry) {
-				s.g.log.Warn("backfill step", zap.Int64("uid", s.uid), zap.String("device", s.device), zap.Error(err))
-			}
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-			continue
-		}
-		if !more && !s.sleep() {
-			return
-		}
-	}
-}
-
-// sleep reports whether the pump goes on: it does if it was poked
-// meanwhile; otherwise it ends (the next poke starts a new one).
-func (s *session) sleep() bool {
-	select {
-	case <-s.ctx.Done():
-		return false
-	case <-s.wake:
-		return true
-	default:
-	}
-	s.pumping.Store(false)
-	// A poke between the check above and the store saw a running pump and
-	// started none: look once more.
-	select {
-	case <-s.wake:
-		return s.pumping.CompareAndSwap(false, true)
-	default:
-		return false
-	}
-}
-
-// step sends at most one backfill page. It reports whether it should be
-// called again right away.
-func (s *session) step() (bool, error) {
-	ctx := s.ctx
-	info := s.g.parts.get(s.p)
-	s.mu.Lock()
-	covered, cursor := s.led.Covered(), s.led.Cursor()
-	s.mu.Unlock()
-
-	// What the archive holds is read from it: one indexed range read with
-	// the bodies, where the consumer would cost a fetch, a bodies query
-	// and, per delivery, a rewrite of its state file by the server (in a
-	// login storm most of the NATS server's CPU). The consumer reads only
-	// the tail the archiver has not copied yet.
-	if covered < info.archived {
-		s.syncConsumer(ctx, false)
-		return s.archivePage(ctx, covered, info)
-	}
-	// The tail, from the consumer. It must deliver from covered+1; it can
-	// only be put there at a confirmed position.
-	s.mu.Lock()
-	at := s.consumerAt
-	s.mu.Unlock()
-	if at != covered+1 {
-		// The consumer may only be put at a confirmed position: at the
-		// cursor, from where entries up to covered are read again and
-		// skipped. While backfill pages are out (the end of an archive
-		// drain), wait for their confirmation instead: it brings the
-		// cursor to covered. Also wait when the stretch is long (a live
-		// entry with much traffic after it).
-		s.mu.Lock()
-		inFlight := s.led.Pages()
-		s.mu.Unlock()
-		if cursor < covered && (inFlight > 0 || covered-cursor > uint64(s.g.opts.TailScan)) {
-			// Nothing more comes before the device confirms. If what it
-			// owes is not backfill (a live entry it holds back, waiting
-			// for earlier messages of its conversation), say so
-			// (has_more=false): it stops waiting and confirms.
-			if inFlight == 0 {
-				s.finish()
-			}
-			return false, nil
-		}
-	}
-	if at != covered+1 && at != cursor+1 {
-		r, err := s.g.bjs.ResetConsumerToSequence(ctx, streams.InboxStream(s.p), s.consumer, cursor+1)
-		if err != nil {
-			return false, s.recover(ctx, err)
-		}
-		s.mu.Lock()
-		s.consumerAt, s.ackedFloor, s.nextDseq = cursor+1, cursor, 1
-		s.tailLeft, s.tailKnown, s.verified = r.NumPending, true, false
-		s.tailMsgs = s.tailMsgs[:0]
-		s.mu.Unlock()
-	}
-	return s.tailPage(ctx)
-}
-
-func (s *session) archivePage(ctx context.Context, covered uint64, info partInfo) (bool, error) {
-	first := s.firstPage()
-	n := s.prof.pageSize
-	if first {
-		n = min(n, firstPageSize)
-	}
-	if err := s.wait(ctx, n); err != nil {
-		return false, err
-	}
-	release, err := s.g.pageGate.acquire(ctx, first)
-	if err != nil {
-		return false, err
-	}
-	defer release()
-	pg := getPage()
-	pg.msgs, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], s.uid, covered, info.archived, n)
-	if err != nil {
-		putPage(pg)
-		return false, err
-	}
-	s.g.metrics.pages.WithLabelValues("archive").Inc()
-	upTo := info.archived
-	if len(pg.msgs) == n {
-		upTo = pg.msgs[n-1].Seq
-	}
-	return s.sendPage(pg, covered, upTo, true)
-}
-
-func (s *session) tailPage(ctx context.Context) (bool, error) {
-	s.mu.Lock()
-	left, known := s.tailLeft, s.tailKnown
-	s.mu.Unlock()
-	if !known {
-		ci, err := s.cons.Info(ctx)
-		if err != nil {
-			return false, s.recover(ctx, err)
-		}
-		left = ci.NumPending
-	}
-	if left == 0 {
-		s.mu.Lock()
-		verified, covered := s.verified, s.led.Covered()
-		s.mu.Unlock()
-		if !verified {
-			// NumPending has been seen to lag behind the stream under
-			// faults: before calling the device caught up, ask the stream
-			// for the inbox's newest entry (a direct get by subject, no
-			// pull request that could outlive the session).
-			last, err := s.lastEntrySeq(ctx)
-			if err != nil {
-				return false, err
-			}
-			verified = last <= covered
-			s.mu.Lock()
-			s.verified = verified
-			s.mu.Unlock()
-		}
-		if verified {
-			s.finish()
-			return false, nil
-		}
-		left = 1 // there is more than NumPending said: read it
-	}
-	first := s.firstPage()
-	n := min(int(left), s.prof.pageSize)
-	if first {
-		n = min(n, firstPageSize)
-	}
-	if err := s.wait(ctx, n); err != nil {
-		return false, err
-	}
-	release, err := s.g.pageGate.acquire(ctx, first)
-	if err != nil {
-		return false, err
-	}
-	defer release()
-	// NumPending said n are there: Fetch returns as soon as it has them.
-	batch, err := s.cons.Fetch(n, jetstream.FetchMaxWait(2*time.Second))
-	if err != nil {
-		return false, s.recover(ctx, err)
-	}
-	pg := getPage()
-	var delivered []tailMsg
-	s.mu.Lock()
-	last, dseq := s.led.Covered(), s.nextDseq
-	s.mu.Unlock()
-	orphans := false
-	for m := range batch.Messages() {
-		md, err := m.Metadata()
-		if err != nil {
-			continue
-		}
-		// Every delivery of the consumer has the next consumer sequence. A
-		// jump means deliveries went to a pull request nobody read (an
-		// expiring fetch, a replaced session): those entries count as
-		// delivered and an ack above them would confirm them. Never: drop
-		// this fetch and put the consumer back at the cursor.
-		if dseq != 0 && md.Sequence.Consumer != dseq {
-			orphans = true
-		}
-		dseq = md.Sequence.Consumer + 1
-		if orphans {
-			continue
-		}
-		left = md.NumPending
-		if md.Sequence.Stream <= last {
-			continue // a redelivery of something already covered
-		}
-		last = md.Sequence.Stream
-		delivered = append(delivered, tailMsg{md.Sequence.Stream, m})
-		var e pb.InboxEntry
-		if err := proto.Unmarshal(m.Data(), &e); err != nil {
-			s.g.log.Error("undecodable inbox entry", zap.String("subject", m.Subject()), zap.Uint64("seq", md.Sequence.Stream))
-			continue
-		}
-		m := wire.Message{Seq: md.Sequence.Stream, MsgID: e.MsgId, ConvID: e.ConvId, ConvSeq: e.ConvSeq,
-			SenderUID: e.SenderUid, Kind: e.Kind, CreatedAtMs: e.CreatedAtMs}
-		if ev := e.GetEvent(); ev != nil {
-			m = wire.Message{Seq: md.Sequence.Stream, ConvID: ev.GetConvId(), EventType: uint32(ev.GetType()),
-				EventUpTo: ev.GetUpToConvSeq(), EventPeer: ev.GetPeerUid()}
-		}
-		pg.msgs = append(pg.msgs, m)
-	}
-	if err := batch.Error(); err != nil && len(delivered) == 0 && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
-		putPage(pg)
-		return false, s.recover(ctx, err)
-	}
-	if orphans {
-		s.g.metrics.orphans.Inc()
-		s.mu.Lock()
-		s.consumerAt, s.tailKnown, s.verified, s.nextDseq = 0, false, false, 0
-		s.mu.Unlock()
-		putPage(pg)
-		return true, nil // the next step repositions the consumer at the cursor
-	}
-	if len(delivered) == 0 {
-		// NumPending said there was more, the fetch brought nothing (it
-		// timed out, or the consumer is at max_ack_pending): try again
-		// shortly rather than wait for a poke that may not come.
-		s.mu.Lock()
-		s.tailKnown = false
-		s.verified = false
-		s.mu.Unlock()
-		putPage(pg)
-		return false, errRetry
-	}
-	s.g.metrics.pages.WithLabelValues("tail").Inc()
-	s.mu.Lock()
-	covered := s.led.Covered()
-	s.tailMsgs = append(s.tailMsgs, delivered...)
-	s.consumerAt, s.tailLeft, s.tailKnown, s.verified = last+1, left, true, false
-	s.nextDseq = dseq
-	s.mu.Unlock()
-	// Bodies of what the device does not have from the live lane.
-	if err := s.fillBodies(ctx, pg); err != nil {
-		putPage(pg)
-		return false, err
-	}
-	more, err := s.sendPage(pg, covered, last, left > 0)
-	return more || left > 0, err
-}
-
-// firstPage reports whether the next backfill page is the session's first.
-func (s *session) firstPage() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.led.PagesSent() == 0
-}
-
-// lastEntrySeq returns the stream sequence of the newest entry of the
-// user's inbox (0: none).
-func (s *session) lastEntrySeq(ctx context.Context) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	m, err := s.g.bnc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+streams.InboxStream(s.p)+"."+streams.InboxSubject(s.p, s.uid), nil)
-	if err != nil {
-		return 0, fmt.Errorf("newest inbox entry: %w", err)
-	}
-	switch m.Header.Get("Status") {
-	case "":
-	case "404":
-		return 0, nil
-	default:
-		return 0, fmt.Errorf("newest inbox entry: status %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
-	}
-	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("newest inbox entry: bad %s header %q", jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
-	}
-	return seq, nil
-}
-
-func (s *session) fillBodies(ctx context.Context, pg *page) error {
-	s.mu.Lock()
-	need := pg.idx[:0]
-	for i := range pg.msgs {
-		if !s.led.SentAhead(pg.msgs[i].Seq) && pg.msgs[i].EventType == 0 {
-			need = append(need, i)
-		}
-	}
-	s.mu.Unlock()
-	pg.idx = need
-	return s.g.bodies.fill(ctx, len(need),
-		func(i int) int64 { return pg.msgs[need[i]].MsgID },
-		func(i int, t string) { pg.msgs[need[i]].Text = t })
-}
-
-// sendPage commits a page into the session state (covered moves to upTo;
-// entries already sent live are dropped from it) and queues it.
-func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, error) {
-	s.mu.Lock()
-	if s.closed || s.led.Covered() != from {
-		// Covered moved meanwhile (an ack_range): read again from there.
-		closed := s.closed
-		s.mu.Unlock()
-		putPage(pg)
-		return !closed, nil
-	}
-	kept := pg.msgs[:0]
-	pg.entries = pg.entries[:0]
-	for _, m := range pg.msgs {
-		if m.Seq <= from || m.Seq > upTo || s.led.SentAhead(m.Seq) {
-			continue
-		}
-		kept = append(kept, m)
-		pg.entries = append(pg.entries, ledgerEntry(&m))
-	}
-	pg.msgs = kept
-	// Nothing of the device's in this range (or all of it went live):
-	// coverage alone may move the cursor.
-	id, moved, _ := s.led.Page(from, upTo, pg.entries, time.Now())
-	if moved {
-		s.cursorMovedLocked()
-	}
-	if len(pg.msgs) == 0 {
-		s.mu.Unlock()
-		putPage(pg)
-		return true, nil
-	}
-	s.needFinal = hasMore
-	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: hasMore}
-	s.mu.Unlock()
-	n := len(pg.msgs) // pg belongs to the writer once queued
-	if !s.c.enqueueBackfill(pg) {
-		return false, errors.New("connection closed")
-	}
-	s.g.metrics.backfillMessages.Add(float64(n))
-	return true, nil
-}
-
-// ledgerEntry is what the ledger keeps of a message handed over.
-func ledgerEntry(m *wire.Message) ledger.Entry {
-	return ledger.Entry{Seq: m.Seq, Message: m.EventType == 0, Info: ledger.Info{Conv: m.ConvID, ConvSeq: m.ConvSeq, Sender: m.SenderUID}}
-}
-
-// finish tells the device that no more backfill comes for now (the last
-// page said more): the backfill is done, or waits for confirmations.
-func (s *session) finish() {
-	s.mu.Lock()
-	need := s.needFinal
-	s.needFinal = false
-	s.mu.Unlock()
-	if need {
-		pg := getPage()
-		pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL}
-		s.c.enqueueBackfill(pg)
-	}
-}
-
-// wait applies the device's and the user's backfill rates.
-func (s *session) wait(ctx context.Context, n int) error {
-	if err := s.limiter.WaitN(ctx, min(n, s.prof.burst)); err != nil {
-		return err
-	}
-	if ul := s.g.router.limiter(s.uid); ul != nil {
-		return ul.WaitN(ctx, min(n, s.g.opts.UserBackfillBurst))
-	}
-	return nil
-}
-
-// recover handles a consumer that vanished under the session (reaped while
-// idle, lost with a server): recreate it at the cursor and go on.
-func (s *session) recover(ctx context.Context, err error) error {
-	if !errors.Is(err, jetstream.ErrConsumerNotFound) && !strings.Contains(err.Error(), "consumer not found") {
-		return err
-	}
-	s.mu.Lock()
-	cursor := s.led.Cursor()
-	s.mu.Unlock()
-	cfg, cerr := streams.DeviceConsumerConfig(s.p, s.uid, s.device, cursor+1, s.g.opts.DeviceIdleReap)
-	if cerr != nil {
-		return cerr
-	}
-	cons, cerr := s.g.bjs.CreateOrUpdateConsumer(ctx, streams.InboxStream(s.p), cfg)
-	if cerr != nil {
-		return fmt.Errorf("recreate consumer after %v: %w", err, cerr)
-	}
-	s.g.metrics.consumersRecreated.Inc()
-	s.mu.Lock()
-	s.cons = cons
-	s.consumerAt, s.ackedFloor, s.tailKnown, s.verified, s.nextDseq = 0, cursor, false, false, 0
-	s.tailMsgs = s.tailMsgs[:0]
-	s.mu.Unlock()
-	return nil
-}
-
-// page is one backfill batch on its way to the writer (pooled).
-type page struct {
-	hdr     wire.BatchHeader
-	msgs    []wire.Message
-	entries []ledger.Entry // what the ledger records of msgs
-	idx     []int
-}
-
-var pagePool = sync.Pool{New: func() any { return new(page) }}
-
-func getPage() *page { return pagePool.Get().(*page) }
-
-func putPage(pg *page) {
-	for i := range pg.msgs {
-		pg.msgs[i].Text = "" // do not pin bodies
-	}
-	pg.msgs, pg.entries, pg.idx = pg.msgs[:0], pg.entries[:0], pg.idx[:0]
-	pg.hdr = wire.BatchHeader{}
-	pagePool.Put(pg)
-}
-
 // tailCheck makes the session read its tail again (after a NATS reconnect,
 // live entries may have been missed).
 func (s *session) tailCheck() {
 	s.mu.Lock()
-	s.tailKnown = false
-	s.verified = false
+	s.tail.stale()
 	s.mu.Unlock()
 	s.poke()
-}
-
-// onAckRange confirms every entry up to upTo, fetched or not (a client that
-// chose not to fetch an old backlog). It is recorded like any confirmation.
-func (s *session) onAckRange(upTo uint64) error {
-	if last := s.g.parts.get(s.p).lastSeq; upTo > last {
-		// The cached head may be a refresh behind: ask the stream.
-		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
-		st, err := s.g.js.Stream(ctx, streams.InboxStream(s.p))
-		cancel()
-		if err != nil {
-			return wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot check the inbox head now; retry")
-		}
-		if last = st.CachedInfo().State.LastSeq; upTo > last {
-			return wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "ack_range up to %d is beyond the inbox (last entry %d)", upTo, last)
-		}
-	}
-	s.mu.Lock()
-	if upTo <= s.led.Cursor() {
-		s.mu.Unlock()
-		return nil
-	}
-	r, jumped := s.led.AckRange(nil, upTo)
-	if jumped {
-		// The backfill resumes after the range; the consumer is moved there
-		// once the cursor stands at it.
-		s.consumerAt, s.tailKnown, s.verified = 0, false, false
-		s.tailMsgs = s.tailMsgs[:0]
-	}
-	if r.Moved {
-		s.cursorMovedLocked()
-	}
-	s.mu.Unlock()
-	s.g.metrics.ackRanges.Inc()
-	s.g.deliveredReceipts(s.uid, receipts(r.Receipts))
-	s.poke()
-	return nil
 }
 
 // pending estimates the entries the device has not confirmed.
 func (s *session) pending(ctx context.Context) uint64 {
-	ci, err := s.cons.Info(ctx)
+	ci, err := s.cons.info(ctx)
 	if err != nil {
 		return 0
 	}
 	return ci.NumPending + uint64(ci.NumAckPending)
-}
-
-// sendNewest sends the newest page of the device's backlog first (offline
-// too long): its entries are treated like live ones, so the background
-// drain from the cursor skips them; the cursor still moves only over what
-// is confirmed.
-func (s *session) sendNewest(ctx context.Context) error {
-	arch, err := s.g.st.ArchiveProgress(ctx) // fresh: the cached mark may be a refresh behind
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	cursor := s.led.Cursor()
-	s.mu.Unlock()
-	pg := getPage()
-	pg.msgs, err = s.g.st.NewestPage(ctx, pg.msgs[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
-	if err != nil || len(pg.msgs) == 0 {
-		putPage(pg)
-		return err
-	}
-	pg.entries = pg.entries[:0]
-	for i := range pg.msgs {
-		pg.entries = append(pg.entries, ledgerEntry(&pg.msgs[i]))
-	}
-	s.mu.Lock()
-	id := s.led.Newest(pg.entries, time.Now())
-	s.needFinal = true
-	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true}
-	s.mu.Unlock()
-	n := len(pg.msgs) // pg belongs to the writer once queued
-	if !s.c.enqueueBackfill(pg) {
-		return errors.New("connection closed")
-	}
-	s.g.metrics.backfillMessages.Add(float64(n))
-	return nil
 }
