@@ -388,7 +388,9 @@ func (s *session) sendNewest(ctx context.Context) error {
 	s.mu.Lock()
 	id := s.led.Newest(pg.entries, time.Now())
 	s.needFinal = true
-	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true}
+	// Newest: the page is ahead of conv_seq order (the drain brings the
+	// older entries after it); a client must not take its gaps for holes.
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true, Newest: true}
 	s.mu.Unlock()
 	return s.handOver(pg)
 }
