@@ -67,7 +67,7 @@ func Defaults() Config {
 		TCPAddr:     "127.0.0.1:7071",
 		Heartbeat:   20 * time.Second,
 		DeviceReap:  72 * time.Hour,
-		TailScan:    10000,
+		TailScan:    1000,
 
 		NewDeviceWindow:  7 * 24 * time.Hour,
 		NewDeviceMax:     1000,

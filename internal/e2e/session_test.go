@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"testing"
+	"time"
 
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/testenv"
@@ -79,5 +80,48 @@ func TestNewestPageMarkedNewest(t *testing.T) {
 	}
 	if newest != 100 || drained != total-100 {
 		t.Fatalf("newest page %d messages, drain %d; want 100 and %d", newest, drained, total-100)
+	}
+}
+
+// --tail-scan decides the source of a catch-up: a device whose partition
+// stretch from its cursor to the head is below it is served by its
+// consumer (the tail), one above it from the Postgres archive, even though
+// the archive holds both ranges.
+func TestTailScanChoosesTheSource(t *testing.T) {
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.TailScan = 500
+	n := testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	near, far := int64(2), int64(3)
+	nearConv := createConv(t, n, false, 10, near)
+	farConv := createConv(t, n, false, 11, far)
+	// Both devices log in once (they have a cursor), then go offline.
+	for _, uid := range []int64{near, far} {
+		connectDevice(t, n, uid, "phone", deviceOpts{}).close()
+	}
+	pages := func() (archive, tail float64) {
+		return metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`),
+			metric(t, n, `inboxd_gateway_backfill_pages_total{source="tail"}`)
+	}
+
+	want := sendN(t, n, 10, nearConv, 50, "near")
+	waitArchived(t, n, 2*50)
+	time.Sleep(time.Second) // the gateway's partition info (archive mark) is refreshed every 250 ms
+	a0, t0 := pages()
+	d := connectDevice(t, n, near, "phone", deviceOpts{})
+	d.waitFor(50, 30*time.Second)
+	checkOrderedOnce(t, d.quiet(300*time.Millisecond), want)
+	a1, t1 := pages()
+	if a1 != a0 || t1 == t0 {
+		t.Fatalf("50 entries behind (tail scan 500): %v archive and %v tail pages, want 0 and some", a1-a0, t1-t0)
+	}
+
+	want = sendN(t, n, 11, farConv, 1000, "far")
+	waitArchived(t, n, 2*50+2*1000)
+	time.Sleep(time.Second)
+	d = connectDevice(t, n, far, "phone", deviceOpts{})
+	d.waitFor(1000, 30*time.Second)
+	checkOrderedOnce(t, d.quiet(300*time.Millisecond), want)
+	if a2, _ := pages(); a2 == a1 {
+		t.Fatal("1,000 entries behind (tail scan 500): no page from the archive")
 	}
 }

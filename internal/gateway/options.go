@@ -43,8 +43,11 @@ type Options struct {
 	// is told to retry (default 30s).
 	SendTimeout time.Duration
 	// TailScan is the most stream entries (everyone's) a device's consumer
-	// may have to scan to catch up; an older position is served from the
-	// Postgres archive index first (default 10000).
+	// may have to scan to catch up: when the partition holds more between
+	// the device's position and its head, and the Postgres archive holds
+	// the range, the range is read from the archive first (default 1000:
+	// the consumer also costs a state file write per delivery, which made
+	// a 300 × 200 login storm 3–5 × slower at 10000; docs/design.md).
 	TailScan int
 	// DeviceIdleReap is the InactiveThreshold of device consumers (default
 	// 72h); a reaped consumer is recreated from the mirrored cursor.
@@ -116,7 +119,7 @@ func (o *Options) setDefaults() {
 		o.SendTimeout = 30 * time.Second
 	}
 	if o.TailScan <= 0 {
-		o.TailScan = 10000
+		o.TailScan = 1000
 	}
 	if o.DeviceIdleReap <= 0 {
 		o.DeviceIdleReap = 72 * time.Hour

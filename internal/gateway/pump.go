@@ -106,14 +106,11 @@ func (s *session) step() (bool, error) {
 	info := s.g.parts.get(s.p)
 	s.mu.Lock()
 	covered, cursor := s.led.Covered(), s.led.Cursor()
+	archive := s.fromArchive(covered, info, s.archiving)
+	s.archiving = archive
 	s.mu.Unlock()
 
-	// What the archive holds is read from it: one indexed range read with
-	// the bodies, where the consumer would cost a fetch, a bodies query
-	// and, per delivery, a rewrite of its state file by the server (in a
-	// login storm most of the NATS server's CPU). The consumer reads only
-	// the tail the archiver has not copied yet.
-	if covered < info.archived {
+	if archive {
 		s.syncConsumer(ctx, false)
 		return s.archivePage(ctx, covered, info)
 	}
@@ -121,6 +118,33 @@ func (s *session) step() (bool, error) {
 		return false, err
 	}
 	return s.tailPage(ctx)
+}
+
+// fromArchive reports whether the page after covered is read from the
+// Postgres archive rather than from the consumer. It is when the archive
+// holds it and the stream no longer does (older than MaxAge), or when the
+// consumer would have to scan more than TailScan entries of the partition
+// (everyone's) from there to the head; a catch-up that started from the
+// archive stays there while the archive holds the range.
+//
+// A filtered consumer read costs every entry of the partition in its
+// range, and the server rewrites the consumer's state file per delivery
+// (in a login storm most of its CPU); an archive read costs the device's
+// own entries, in one indexed range read with the bodies. Switching from
+// the archive to the consumer costs a wait for the pages in flight to be
+// confirmed and a reposition: measured, a 300 × 200 login storm drained in
+// 0.28 s from the archive, 1.4 s with the consumer (TailScan 10,000, above
+// its partitions' 3,800 entries) and 0.8 s switching to it for the last
+// 1,000 entries. The consumer reads the rest: a short stretch, and the
+// tail the archiver has not copied yet.
+func (s *session) fromArchive(covered uint64, info partInfo, archiving bool) bool {
+	if covered >= info.archived {
+		return false
+	}
+	if covered+1 < info.firstSeq || archiving {
+		return true
+	}
+	return info.lastSeq > covered && info.lastSeq-covered > uint64(s.g.opts.TailScan)
 }
 
 // backfillBudget is the rate at which a session hands over backfill: its

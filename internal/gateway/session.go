@@ -56,6 +56,7 @@ type session struct {
 	led       *ledger.Ledger
 	tail      tailState
 	needFinal bool        // a has_more=true batch went out: end the backfill with has_more=false
+	archiving bool        // the backfill reads from the archive (fromArchive)
 	started   bool        // the welcome is queued: live entries may go out
 	early     []earlyLive // live entries that arrived before that
 	closed    bool
