@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"net"
 	"testing"
 	"time"
 
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
+	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
@@ -124,4 +126,106 @@ func TestTailScanChoosesTheSource(t *testing.T) {
 	if a2, _ := pages(); a2 == a1 {
 		t.Fatal("1,000 entries behind (tail scan 500): no page from the archive")
 	}
+}
+
+// batchesFor reads Batch frames for d, pinging every 250 ms so that the
+// connection stays alive (heartbeat-aware servers close silent ones), and
+// stops early once done says so.
+func (c *rawTCP) batchesFor(d time.Duration, done func(*pb.Batch) bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		_ = c.nc.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
+		f, err := wire.ReadTCPFrame(c.r, nil, 1<<20)
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				c.write(&pb.Ping{})
+				continue
+			}
+			c.t.Fatalf("read: %v", err)
+		}
+		_, m, err := wire.Decode(f)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if b, ok := m.(*pb.Batch); ok && done(b) {
+			return
+		}
+	}
+}
+
+// A connected device that stops confirming (it pings, so it is alive) does
+// not hold its entries for good: after the ack timeout (3 heartbeats) the
+// session takes them back and hands them over again from the cursor, and
+// the cursor moves once the repeat is confirmed.
+func TestAckTimeoutRedeliversUnconfirmed(t *testing.T) {
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.Heartbeat = time.Second // ack timeout 3 s
+	n := testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	conv := createConv(t, n, false, 1, 2)
+	backlog := sendN(t, n, 1, conv, 30, "at")
+
+	c := dialRaw(t, n.Gateway.TCPAddr())
+	c.rawHello(2, "slow-phone", "mobile")
+	seen := map[int64]int{} // msg_id → times handed over
+	var lastSeq uint64
+	handedOver := func(b *pb.Batch) {
+		for _, m := range b.GetMessages() {
+			seen[m.GetMsgId()]++
+			lastSeq = max(lastSeq, m.GetSeq())
+		}
+	}
+	// The backlog, not confirmed.
+	c.batchesFor(10*time.Second, func(b *pb.Batch) bool {
+		handedOver(b)
+		return len(seen) == len(backlog)
+	})
+	if len(seen) != len(backlog) {
+		t.Fatalf("got %d of %d backlog messages", len(seen), len(backlog))
+	}
+	// A live one, not confirmed either.
+	live := sendN(t, n, 1, conv, 1, "at-live")[0]
+	c.batchesFor(10*time.Second, func(b *pb.Batch) bool {
+		handedOver(b)
+		return seen[live] == 1
+	})
+	if seen[live] != 1 {
+		t.Fatal("the live message did not come")
+	}
+	// Still silent about them, but alive: they come again.
+	var again []uint64
+	c.batchesFor(15*time.Second, func(b *pb.Batch) bool {
+		handedOver(b)
+		if len(b.GetMessages()) > 0 {
+			again = append(again, b.GetBatchId())
+		}
+		for _, id := range append(backlog, live) {
+			if seen[id] < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range append(backlog, live) {
+		if seen[id] < 2 {
+			t.Fatalf("message %d handed over %d times in 15 s without confirmation (ack timeout 3 s): not taken back", id, seen[id])
+		}
+	}
+	if metric(t, n, "inboxd_gateway_ack_timeouts_total") < 1 {
+		t.Fatal("ack timeout not counted")
+	}
+	// Confirming the repeat moves the cursor over everything.
+	c.write(&pb.Ack{BatchIds: again})
+	deadline := time.Now().Add(10 * time.Second)
+	var cursor uint64
+	for time.Now().Before(deadline) {
+		if ss := n.Gateway.Sessions(2); len(ss) == 1 {
+			if cursor = ss[0].Cursor; cursor >= lastSeq {
+				return
+			}
+		}
+		c.write(&pb.Ping{})
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("cursor %d after confirming the repeat, want %d", cursor, lastSeq)
 }

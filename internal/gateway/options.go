@@ -79,6 +79,12 @@ type Options struct {
 	TLS *tls.Config
 	// DeviceSeenEvery refreshes connected devices' last_seen_at (default 30s).
 	DeviceSeenEvery time.Duration
+	// AckTimeout is how long a batch may await confirmation on a live
+	// connection before the session takes back everything unconfirmed and
+	// hands it over again from the cursor (default 3 heartbeats: a slow
+	// phone is not taken for a dead one, a stuck one does not hold its
+	// messages until it reconnects).
+	AckTimeout time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -153,5 +159,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.DeviceSeenEvery <= 0 {
 		o.DeviceSeenEvery = 30 * time.Second
+	}
+	// Ack timeout (session helper, issue 12): after Heartbeat's default.
+	if o.AckTimeout <= 0 {
+		o.AckTimeout = 3 * o.Heartbeat
 	}
 }

@@ -326,6 +326,7 @@ func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, err
 		return true, nil
 	}
 	s.needFinal = hasMore
+	s.armAckTimerLocked(s.g.opts.AckTimeout)
 	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: hasMore}
 	s.mu.Unlock()
 	if err := s.handOver(pg); err != nil {
@@ -388,6 +389,7 @@ func (s *session) sendNewest(ctx context.Context) error {
 	s.mu.Lock()
 	id := s.led.Newest(pg.entries, time.Now())
 	s.needFinal = true
+	s.armAckTimerLocked(s.g.opts.AckTimeout)
 	// Newest: the page is ahead of conv_seq order (the drain brings the
 	// older entries after it); a client must not take its gaps for holes.
 	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true, Newest: true}

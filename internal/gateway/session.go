@@ -57,6 +57,8 @@ type session struct {
 	tail      tailState
 	needFinal bool        // a has_more=true batch went out: end the backfill with has_more=false
 	archiving bool        // the backfill reads from the archive (fromArchive)
+	ackTimer  *time.Timer // runs checkAcks while batches await confirmation
+	ackArmed  bool        // ackTimer is set
 	started   bool        // the welcome is queued: live entries may go out
 	early     []earlyLive // live entries that arrived before that
 	closed    bool
@@ -184,6 +186,9 @@ func (s *session) close() {
 		return
 	}
 	s.closed = true
+	if s.ackTimer != nil {
+		s.ackTimer.Stop()
+	}
 	s.mu.Unlock()
 	s.cancel()
 	go func() {
@@ -319,6 +324,7 @@ func (s *session) acceptLiveLocked(e ledger.Entry) bool {
 func (s *session) liveBatch(seqs []uint64) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.armAckTimerLocked(s.g.opts.AckTimeout)
 	return s.led.LiveBatch(seqs, time.Now())
 }
 
