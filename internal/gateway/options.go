@@ -44,8 +44,11 @@ type Options struct {
 	// is told to retry (default 30s).
 	SendTimeout time.Duration
 	// TailScan is the most stream entries (everyone's) a device's consumer
-	// may have to scan to catch up; an older position is served from the
-	// Postgres archive index first (default 10000).
+	// may have to scan to catch up: when the partition holds more between
+	// the device's position and its head, and the Postgres archive holds
+	// the range, the range is read from the archive first (default 1000:
+	// the consumer also costs a state file write per delivery, which made
+	// a 300 × 200 login storm 3–5 × slower at 10000; docs/design.md).
 	TailScan int
 	// DeviceIdleReap is the InactiveThreshold of device consumers (default
 	// 72h); a reaped consumer is recreated from the mirrored cursor.
@@ -77,6 +80,12 @@ type Options struct {
 	TLS *tls.Config
 	// DeviceSeenEvery refreshes connected devices' last_seen_at (default 30s).
 	DeviceSeenEvery time.Duration
+	// AckTimeout is how long a batch may await confirmation on a live
+	// connection before the session takes back everything unconfirmed and
+	// hands it over again from the cursor (default 3 heartbeats: a slow
+	// phone is not taken for a dead one, a stuck one does not hold its
+	// messages until it reconnects).
+	AckTimeout time.Duration
 }
 
 // DefaultOptions returns the default of every option that has one: the one
@@ -95,7 +104,7 @@ func DefaultOptions() Options {
 		OutQueue:          1024,
 		MaxInflightSends:  256,
 		SendTimeout:       30 * time.Second,
-		TailScan:          10000,
+		TailScan:          1000,
 		DeviceIdleReap:    72 * time.Hour,
 		UserBackfillRate:  20000,
 		UserBackfillBurst: 2000,
@@ -107,6 +116,7 @@ func DefaultOptions() Options {
 		MaxConnsPerUser:   16,
 		SendRate:          50,
 		DeviceSeenEvery:   30 * time.Second,
+		AckTimeout:        3 * 20 * time.Second, // 3 × Heartbeat; setDefaults derives it from the heartbeat in use
 	}
 }
 
@@ -141,6 +151,11 @@ func (o *Options) setDefaults() {
 	orDefault(&o.MaxConnsPerUser, d.MaxConnsPerUser)
 	orDefault(&o.SendRate, d.SendRate)
 	orDefault(&o.DeviceSeenEvery, d.DeviceSeenEvery)
+	// The ack timeout follows the heartbeat actually in use (3 of them,
+	// like the read deadline), not the default heartbeat's.
+	if o.AckTimeout <= 0 {
+		o.AckTimeout = 3 * o.Heartbeat
+	}
 }
 
 // orDefault sets *v to d when *v is zero or below (for a string: empty).
