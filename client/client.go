@@ -38,7 +38,8 @@ type Options struct {
 	// DialTimeout bounds one connection attempt including hello (default 10s).
 	DialTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the jittered reconnect delay
-	// (defaults 100ms and 5s).
+	// (defaults 100ms and 5s). A server that ends a session or refuses a
+	// hello with retry_after_ms is not dialled again before that time.
 	MinBackoff, MaxBackoff time.Duration
 	// MaxFrame is the largest server frame accepted (default 16 MiB).
 	MaxFrame int
@@ -121,9 +122,13 @@ type Client struct {
 	pending  map[string]*pendingSend
 	queue    []*pendingSend
 	inflight int
-	limit    int
-	nextOrd  uint64
-	sendMu   sync.Mutex // orders writes of sends
+	// abandoned counts, per client_msg_id, attempts on the wire of the
+	// current session whose waiter gave up: each holds a slot until the
+	// server answers it.
+	abandoned map[string]int
+	limit     int
+	nextOrd   uint64
+	sendMu    sync.Mutex // orders writes of sends
 
 	recv    *receiver // nil without a Handler
 	convs   map[int64]*Conversation
@@ -152,9 +157,10 @@ type pendingSend struct {
 func Dial(ctx context.Context, opts Options) (*Client, error) {
 	opts.setDefaults()
 	c := &Client{
-		opts:    opts,
-		pending: make(map[string]*pendingSend),
-		done:    make(chan struct{}),
+		opts:      opts,
+		pending:   make(map[string]*pendingSend),
+		abandoned: make(map[string]int),
+		done:      make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if opts.Handler != nil {
@@ -276,21 +282,24 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 func (c *Client) run(s *session) {
 	defer close(c.done)
 	attempt := 0
+	var hint time.Duration // the server's retry_after_ms, from the last session or refused hello
 	for {
 		if s != nil {
+			if !c.up(s) {
+				s.conn.close() // it came up while Close ran
+				c.failPending(ErrClosed)
+				return
+			}
 			attempt = 0
-			c.up(s)
 			s.run()
 			c.down(s)
+			hint = s.retryAfter()
 		}
 		if c.ctx.Err() != nil {
 			c.failPending(ErrClosed)
 			return
 		}
-		// Jittered exponential backoff ("full jitter"): a fleet of clients
-		// that lost the same gateway does not come back in lockstep.
-		d := min(c.opts.MaxBackoff, c.opts.MinBackoff<<min(attempt, 16))
-		d = time.Duration(rand.Int64N(int64(d)) + 1)
+		d := c.opts.reconnectDelay(attempt, hint)
 		attempt++
 		select {
 		case <-c.ctx.Done():
@@ -300,20 +309,41 @@ func (c *Client) run(s *session) {
 		}
 		var err error
 		s, err = c.connect(c.ctx)
+		hint = 0
 		if err != nil {
 			c.report(err)
 			s = nil
+			var we *wire.Error
+			if errors.As(err, &we) {
+				hint = time.Duration(we.RetryAfterMs) * time.Millisecond
+			}
 		}
 	}
 }
 
+// reconnectDelay is the wait before reconnect attempt (0 right after a
+// session ended): jittered exponential backoff ("full jitter": a fleet of
+// clients that lost the same gateway does not come back in lockstep),
+// after the server's retry hint if it gave one (an overloaded or draining
+// gateway says when to come back; the jitter on top spreads those it told
+// the same).
+func (o *Options) reconnectDelay(attempt int, hint time.Duration) time.Duration {
+	d := min(o.MaxBackoff, o.MinBackoff<<min(attempt, 16))
+	return max(hint, 0) + time.Duration(rand.Int64N(int64(d))+1)
+}
+
 // up makes s the current session and sends every pending send on it, in
-// issue order.
-func (c *Client) up(s *session) {
+// issue order. It returns false, and does nothing, once Close was called.
+func (c *Client) up(s *session) bool {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
 	c.cur = s
 	c.welcome = s.welcome
 	c.inflight = 0
+	c.abandoned = map[string]int{}
 	c.mu.Unlock()
 	c.applySummary(s.welcome.GetSummary())
 	c.mu.Lock()
@@ -330,6 +360,7 @@ func (c *Client) up(s *session) {
 	c.mu.Unlock()
 	c.pump(s)
 	c.toReceiver(event{s: s, start: true})
+	return true
 }
 
 // toReceiver hands an event to the receiver (blocking: a slow handler slows
@@ -404,7 +435,13 @@ type session struct {
 	conn    conn
 	welcome *pb.Welcome
 	done    chan struct{}
+	// hint is the retry_after_ms of the fatal error the server ended the
+	// session with: written by run's goroutine, read once run returned.
+	hint time.Duration
 }
+
+// retryAfter is the server's hint for when to come back (0: none).
+func (s *session) retryAfter() time.Duration { return s.hint }
 
 func (s *session) write(m proto.Message) error {
 	frame, err := wire.AppendFrame(nil, m)
@@ -470,6 +507,7 @@ func (s *session) handle(m proto.Message) {
 		}
 		s.c.report(err)
 		if err.Fatal {
+			s.hint = time.Duration(err.RetryAfterMs) * time.Millisecond
 			s.conn.close()
 		}
 	case *pb.Batch:

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/inboxd/inboxd/wire"
@@ -12,7 +11,7 @@ import (
 
 // Message is a message handed to the application.
 type Message struct {
-	Seq       uint64 // inbox sequence (the cursor's unit)
+	Seq       uint64 // inbox sequence (the cursor's unit); 0 for a pulled message
 	MsgID     int64
 	ConvID    int64
 	ConvSeq   int64
@@ -20,7 +19,21 @@ type Message struct {
 	Kind      uint32
 	Text      string
 	CreatedAt time.Time
-	Lane      string // "live" or "backfill": how it arrived
+	// Lane is how the message arrived:
+	//   - "live": stored while the device was connected;
+	//   - "backfill": the device's inbox from its cursor;
+	//   - "pull": fetched from the conversation's timeline to fill a gap;
+	//   - "newest": the newest page of a device that was offline too long
+	//     (welcome offline_too_long), handed over at once, ahead of the
+	//     conversation's conv_seq order by design; the older messages follow
+	//     as the backfill reaches them, in order.
+	Lane string
+	// Late is set on a message that came after the client gave up waiting
+	// for it: its conv_seq is below one the in-order stream of its
+	// conversation already passed (a gap released after GapWait or
+	// maxGapHold, a pull that did not find it). It is a real message that
+	// was not handed over before; place it by conv_seq.
+	Late bool
 }
 
 // maxGapHold bounds how long a live message waits for earlier ones of its
@@ -34,26 +47,35 @@ const fillGapTimeout = 8 * time.Second
 // after it stay unconfirmed (the server delivers them again next time).
 var ErrStop = errors.New("client: stop delivery")
 
-// Handler receives messages in conv_seq order within each conversation,
-// each msg_id once. The client confirms a message to the server only after
-// the handler returned nil for it: store it before returning. Any other
-// error closes the session; the unconfirmed messages come again after the
-// reconnect.
+// Handler receives the device's messages, each msg_id once, and within each
+// conversation in conv_seq order, with two exceptions the message says:
+//
+//   - Lane "newest": the newest page of a device that was offline too long
+//     comes first, ahead of the older messages of its conversations; those
+//     follow in conv_seq order (and the newest ones are not handed over
+//     again when the backfill reaches them).
+//   - Late: a message the client had given up waiting for (see
+//     Message.Late). The client never drops such a message to keep the
+//     order: no loss comes before order, and the flag keeps the order
+//     visible. An application that shows a conversation by conv_seq (as it
+//     must for the newest page anyway) places both where they belong.
+//
+// The client confirms a message to the server only after the handler
+// returned nil for it: store it before returning. Any other error closes
+// the session; the unconfirmed messages come again after the reconnect (a
+// refused pulled message, which is no inbox entry, is offered again).
 type Handler func(Message) error
 
-// receiver is the read side of a Client: it deduplicates by msg_id, orders
-// by conv_seq per conversation, calls the handler on one goroutine, and
-// confirms batches once every message of them was handled.
+// receiver is the read side of a Client: it feeds the ordering buffer
+// (order), calls the handler on one goroutine with what the buffer
+// releases, and confirms batches once every message of them was handled.
 type receiver struct {
-	c            *Client
-	stats        Stats // guarded by c.mu
-	in           chan event
-	seen         *idSet
-	convs        map[int64]*convBuf
-	batches      map[*batchTrack]struct{}
-	idle         bool      // the server said the backfill is done
-	lastBackfill time.Time // when the last backfill batch arrived
-	stopped      bool
+	c       *Client
+	stats   Stats // guarded by c.mu
+	in      chan event
+	ord     *order
+	batches map[*batchTrack]struct{}
+	stopped bool
 }
 
 type event struct {
@@ -74,24 +96,11 @@ type batchTrack struct {
 	handled []uint64 // seqs handled, for a partial confirmation at close
 }
 
-type pendingMsg struct {
-	m       Message
-	b       *batchTrack
-	arrived time.Time
-}
-
-type convBuf struct {
-	hwm     int64 // highest conv_seq handed over (0: none yet)
-	pending []pendingMsg
-	pull    int // gap fill by conversation pull: 0 none, 1 running, 2 done
-}
-
 func newReceiver(c *Client) *receiver {
 	return &receiver{
 		c:       c,
 		in:      make(chan event, 64),
-		seen:    newIDSet(c.opts.DedupeSize),
-		convs:   map[int64]*convBuf{},
+		ord:     newOrder(c.opts),
 		batches: map[*batchTrack]struct{}{},
 	}
 }
@@ -124,28 +133,14 @@ func (r *receiver) run() {
 func (r *receiver) handle(ev event) {
 	switch {
 	case ev.pullConv != 0:
-		cb := r.convs[ev.pullConv]
-		if cb == nil {
-			return
-		}
-		if cb.pull == 1 {
-			cb.pull = 2
-			if ev.pullPartial {
-				cb.pull = 0 // the pull gave up (server unreachable): ask again later
-			}
-		}
-		now := time.Now()
-		for _, m := range ev.pulled {
-			i, _ := slices.BinarySearchFunc(cb.pending, m.ConvSeq, func(p pendingMsg, s int64) int { return int(p.m.ConvSeq - s) })
-			cb.pending = slices.Insert(cb.pending, i, pendingMsg{m: m, arrived: now})
-		}
+		r.ord.addPulled(ev.pullConv, ev.pulled, ev.pullPartial, time.Now())
 	case ev.closing != nil:
 		r.release()
 		r.confirmPartial()
 		r.stopped = true
 		close(ev.closing)
 	case ev.start:
-		r.idle = ev.s.welcome.GetPending() == 0
+		r.ord.idle = ev.s.welcome.GetPending() == 0
 	case ev.down:
 		// Unconfirmed messages of that session come again on the next one.
 		for b := range r.batches {
@@ -153,140 +148,99 @@ func (r *receiver) handle(ev event) {
 				delete(r.batches, b)
 			}
 		}
-		for id, cb := range r.convs {
-			cb.pending = slices.DeleteFunc(cb.pending, func(p pendingMsg) bool { return p.b.s == ev.s })
-			if len(cb.pending) == 0 && cb.hwm == 0 {
-				delete(r.convs, id)
-			}
-		}
+		r.ord.dropSession(ev.s)
 	case ev.batch != nil:
-		b := ev.batch
-		if b.GetLane() == pb.Lane_BACKFILL {
-			r.idle = !b.GetHasMore()
-			r.lastBackfill = time.Now()
+		r.onBatch(ev.s, ev.batch)
+	}
+}
+
+func (r *receiver) onBatch(s *session, b *pb.Batch) {
+	now := time.Now()
+	if b.GetLane() == pb.Lane_BACKFILL {
+		r.ord.idle = !b.GetHasMore()
+		r.ord.lastBackfill = now
+	}
+	if len(b.GetMessages()) == 0 {
+		return
+	}
+	bt := &batchTrack{s: s, id: b.GetBatchId(), left: len(b.GetMessages())}
+	r.batches[bt] = struct{}{}
+	lane := "backfill"
+	switch {
+	case b.GetNewest():
+		lane = "newest"
+	case b.GetLane() == pb.Lane_LIVE:
+		lane = "live"
+	}
+	r.c.mu.Lock()
+	if b.GetLane() == pb.Lane_LIVE {
+		r.stats.LiveReceived += len(b.GetMessages())
+	} else {
+		r.stats.BackfillReceived += len(b.GetMessages())
+	}
+	r.c.mu.Unlock()
+	for _, pm := range b.GetMessages() {
+		if ev := pm.GetEvent(); ev != nil {
+			// Events are applied at once (they carry positions, which
+			// only ever grow) and confirmed with their batch.
+			r.c.applyEvent(Event{Type: ev.GetType(), ConvID: ev.GetConvId(), UpTo: ev.GetUpToConvSeq(), PeerUID: ev.GetPeerUid(), Seq: pm.GetSeq()})
+			bt.left--
+			bt.handled = append(bt.handled, pm.GetSeq())
+			continue
 		}
-		if len(b.GetMessages()) == 0 {
-			return
-		}
-		bt := &batchTrack{s: ev.s, id: b.GetBatchId(), left: len(b.GetMessages())}
-		r.batches[bt] = struct{}{}
-		lane := "backfill"
-		if b.GetLane() == pb.Lane_LIVE {
-			lane = "live"
-		}
-		now := time.Now()
-		r.c.mu.Lock()
-		if b.GetLane() == pb.Lane_LIVE {
-			r.stats.LiveReceived += len(b.GetMessages())
+		p := pendingMsg{m: fromProto(pm, lane), b: bt, arrived: now}
+		if b.GetNewest() {
+			r.ord.addNewest(p)
 		} else {
-			r.stats.BackfillReceived += len(b.GetMessages())
-		}
-		r.c.mu.Unlock()
-		for _, pm := range b.GetMessages() {
-			if ev := pm.GetEvent(); ev != nil {
-				// Events are applied at once (they carry positions, which
-				// only ever grow) and confirmed with their batch.
-				r.c.applyEvent(Event{Type: ev.GetType(), ConvID: ev.GetConvId(), UpTo: ev.GetUpToConvSeq(), PeerUID: ev.GetPeerUid(), Seq: pm.GetSeq()})
-				bt.left--
-				bt.handled = append(bt.handled, pm.GetSeq())
-				continue
-			}
-			m := fromProto(pm, lane)
-			cb := r.convs[m.ConvID]
-			if cb == nil {
-				cb = &convBuf{}
-				if r.c.opts.LastConvSeq != nil {
-					cb.hwm = r.c.opts.LastConvSeq(m.ConvID)
-				}
-				r.convs[m.ConvID] = cb
-			}
-			i, _ := slices.BinarySearchFunc(cb.pending, m.ConvSeq, func(p pendingMsg, s int64) int {
-				return int(p.m.ConvSeq - s)
-			})
-			cb.pending = slices.Insert(cb.pending, i, pendingMsg{m: m, b: bt, arrived: now})
+			r.ord.add(p)
 		}
 	}
 }
 
-// release hands over every message that is next in its conversation, and
-// those whose gap has waited long enough.
-//
-// A gap (conv_seq above hwm+1) on the backfill lane is final: backfill
-// walks the inbox in order, which within a conversation is conv_seq order,
-// so the missing numbers are not in this inbox (the user joined later, the
-// device's window starts later). A gap on the live lane may be filled by
-// the backfill still draining: it waits until the backfill is done and
-// GapWait passed.
+// release hands the application what the ordering buffer lets go.
 func (r *receiver) release() {
 	if r.stopped {
 		return
 	}
-	now := time.Now()
-	for _, cb := range r.convs {
-		for len(cb.pending) > 0 {
-			p := cb.pending[0]
-			if r.seen.has(p.m.MsgID) || (r.c.opts.Delivered != nil && r.c.opts.Delivered(p.m.MsgID)) {
-				r.c.mu.Lock()
-				r.stats.Duplicates++
-				r.c.mu.Unlock()
-				r.done(p) // the application has it: confirm it again
-				cb.pending = cb.pending[1:]
-				continue
-			}
-			if p.m.ConvSeq > cb.hwm+1 && !r.releaseGap(cb, p, now) {
-				break // hold it: earlier messages of the conversation may come
-			}
-			cb.pull = 0
-			if err := r.c.opts.Handler(p.m); err != nil {
-				if p.b == nil { // a pulled message: nothing to reconnect for
-					r.stopped = errors.Is(err, ErrStop)
-					return
-				}
-				r.handlerFailed(p, err)
-				return
-			}
-			r.seen.add(p.m.MsgID)
-			r.c.applyMessage(p.m, r.c.Welcome().GetUid())
-			r.c.mu.Lock()
-			r.stats.Handled++
-			r.c.mu.Unlock()
-			cb.hwm = max(cb.hwm, p.m.ConvSeq)
-			r.done(p)
-			cb.pending = cb.pending[1:]
-		}
-	}
+	r.ord.release(time.Now(), r.act)
 }
 
-// releaseGap decides whether a message after a gap in its conversation is
-// handed over now.
-//
-//   - A live message waits while the backfill runs (it may fill the gap) and
-//     GapWait after it is done.
-//   - Then, in a conversation this client already follows (hwm > 0), the gap
-//     may be a real hole (entries the inbox holds out of order after a
-//     fault): it is filled from the conversation timeline first; what the
-//     pull does not find (the user was not a member then) is not this
-//     device's to have.
-//   - Otherwise (the client's first message of that conversation) it goes: the
-//     backfill walks the inbox in order, so earlier ones are not in it.
-//   - A live message waits for the backfill at most maxGapHold once the
-//     backfill has stopped moving (a device that waits for the server while
-//     the server waits for its confirmation would wait for good); then the
-//     two rules above apply.
-func (r *receiver) releaseGap(cb *convBuf, p pendingMsg, now time.Time) bool {
-	waited := now.Sub(p.arrived)
-	stalled := waited >= maxGapHold && now.Sub(r.lastBackfill) >= maxGapHold
-	if !stalled && p.m.Lane == "live" && !(r.idle && waited >= r.c.opts.GapWait) {
-		return false // the backfill, still running, may fill the gap
+// act carries out one decision of the ordering buffer; false: the handler
+// did not take the message.
+func (r *receiver) act(st step) bool {
+	switch st.kind {
+	case stepPull:
+		go r.fillGap(st.conv, st.after, st.before)
+		return true
+	case stepDuplicate, stepNewestAgain:
+		r.c.mu.Lock()
+		if st.kind == stepDuplicate {
+			r.stats.Duplicates++
+		} else {
+			r.stats.NewestAgain++
+		}
+		r.c.mu.Unlock()
+		r.done(st.p) // the application has it: confirm it again
+		return true
 	}
-	if cb.hwm == 0 {
-		return true // the first message of the conversation here
+	p := st.p
+	if err := r.c.opts.Handler(p.m); err != nil {
+		if p.b == nil { // a pulled message: nothing to reconnect for
+			r.stopped = errors.Is(err, ErrStop)
+			return false
+		}
+		r.handlerFailed(p, err)
+		return false
 	}
-	if cb.pull == 0 {
-		cb.pull = 1
-		go r.fillGap(p.m.ConvID, cb.hwm, p.m.ConvSeq)
+	r.c.applyMessage(p.m, r.c.Welcome().GetUid())
+	r.c.mu.Lock()
+	r.stats.Handled++
+	if p.m.Late {
+		r.stats.Late++
 	}
-	return cb.pull == 2
+	r.c.mu.Unlock()
+	r.done(p)
+	return true
 }
 
 func (r *receiver) done(p pendingMsg) {
@@ -392,43 +346,14 @@ func (r *receiver) confirmPartial() {
 	}
 }
 
-// idSet remembers the last max msg_ids handed over (FIFO eviction).
-type idSet struct {
-	m    map[int64]struct{}
-	ring []int64
-	max  int
-	next int
-}
-
-func newIDSet(max int) *idSet {
-	return &idSet{m: make(map[int64]struct{}), max: max}
-}
-
-func (s *idSet) has(id int64) bool {
-	_, ok := s.m[id]
-	return ok
-}
-
-func (s *idSet) add(id int64) {
-	if s.max <= 0 {
-		return
-	}
-	if len(s.ring) < s.max {
-		s.ring = append(s.ring, id)
-	} else {
-		delete(s.m, s.ring[s.next])
-		s.ring[s.next] = id
-		s.next = (s.next + 1) % len(s.ring)
-	}
-	s.m[id] = struct{}{}
-}
-
 // Stats counts what reached the client.
 type Stats struct {
 	LiveReceived     int // messages that arrived on the live lane
 	BackfillReceived int // messages that arrived on the backfill lane
-	Duplicates       int // messages dropped because their msg_id was handed over before
+	Duplicates       int // messages not handed over again: they were before (repeats on the wire)
 	Handled          int // messages the handler took
+	Late             int // of them, flagged Late (see Message.Late)
+	NewestAgain      int // messages the backfill brought after a newest page had handed them over (by design, not repeats)
 }
 
 // Stats returns the client's counters (zero without a Handler).

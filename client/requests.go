@@ -120,9 +120,22 @@ func (c *Client) ReadCount(ctx context.Context, convID, convSeq int64) (read, me
 	return r.GetRead(), r.GetMembers(), nil
 }
 
-// Summary asks for the login summary again.
+// Summary asks for the login summary again: its first page (the
+// conversations with the newest last messages); Summary.has_more says
+// more follow (see SummaryPage, SummaryAll).
 func (c *Client) Summary(ctx context.Context) (*pb.Summary, error) {
-	m, err := c.request(ctx, func(id uint64) proto.Message { return &pb.SummaryRequest{RequestId: id} })
+	return c.SummaryPage(ctx, 0)
+}
+
+// SummaryPage asks for one page of the summary: the conversations with
+// unread messages whose last message is older than beforeMsgID (0: the
+// first page). The next page is asked with the answer's
+// next_before_msg_id while has_more is set. Conversations() reflects every
+// page asked for.
+func (c *Client) SummaryPage(ctx context.Context, beforeMsgID int64) (*pb.Summary, error) {
+	m, err := c.request(ctx, func(id uint64) proto.Message {
+		return &pb.SummaryRequest{RequestId: id, BeforeMsgId: beforeMsgID}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +145,30 @@ func (c *Client) Summary(ctx context.Context) (*pb.Summary, error) {
 	}
 	c.applySummary(s)
 	return s, nil
+}
+
+// SummaryAll pages through the whole summary (newest last message first)
+// and returns every conversation with unread messages, e.g. after a
+// welcome whose summary says has_more.
+func (c *Client) SummaryAll(ctx context.Context) ([]*pb.ConvSummary, error) {
+	var all []*pb.ConvSummary
+	var before int64
+	for {
+		s, err := c.SummaryPage(ctx, before)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, s.GetConvs()...)
+		if !s.GetHasMore() {
+			return all, nil
+		}
+		next := s.GetNextBeforeMsgId()
+		if next <= 0 || (before != 0 && next >= before) {
+			// Pages go to older messages; one that does not would loop.
+			return all, fmt.Errorf("client: summary page before %d: has_more with next_before_msg_id %d", before, next)
+		}
+		before = next
+	}
 }
 
 // AckRange confirms every entry of the device's inbox up to seq, including

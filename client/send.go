@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/inboxd/inboxd/wire"
@@ -37,7 +38,9 @@ type PendingSend struct {
 // order SendAsync was called (so sends to a conversation get conv_seq in that
 // order), at most the server's max_inflight_sends at a time; transient
 // failures are retried by the client, in the background, with the same
-// client_msg_id.
+// client_msg_id. A retried send goes after those already on the wire: a
+// send answered FAILED may get a conv_seq after later sends (a reconnect
+// keeps the order: every unanswered send goes out again in issue order).
 func (c *Client) SendAsync(convID int64, clientMsgID, text string) *PendingSend {
 	req := &pb.Send{ClientMsgId: clientMsgID, ConvId: convID, Kind: 1, Text: text}
 	frame, err := wire.AppendFrame(nil, req)
@@ -90,6 +93,15 @@ func (ps *PendingSend) Wait(ctx context.Context) (Result, error) {
 		c.mu.Lock()
 		if c.pending[cmid] == p {
 			delete(c.pending, cmid)
+			if p.queued {
+				c.queue = slices.DeleteFunc(c.queue, func(q *pendingSend) bool { return q == p })
+				p.queued = false
+			}
+			if p.onWire {
+				// The server counts it until it answers: the slot is freed
+				// then (onSendResult), not now.
+				c.abandoned[cmid]++
+			}
 		}
 		c.mu.Unlock()
 		return Result{}, ctx.Err()
@@ -101,9 +113,21 @@ func (ps *PendingSend) Wait(ctx context.Context) (Result, error) {
 func (c *Client) onSendResult(s *session, r *pb.SendResult) {
 	c.mu.Lock()
 	p := c.pending[r.GetClientMsgId()]
-	if p == nil || !p.onWire || c.cur != s {
+	if c.cur != s {
 		c.mu.Unlock()
-		return // an answer to a send answered before, or from an older session
+		return // from an older session: its sends went out again on this one
+	}
+	if p == nil || !p.onWire {
+		if c.abandoned[r.GetClientMsgId()] > 0 {
+			// The answer to an attempt whose waiter gave up: its slot is free.
+			c.abandoned[r.GetClientMsgId()]--
+			c.inflight--
+			c.mu.Unlock()
+			c.pump(s)
+			return
+		}
+		c.mu.Unlock()
+		return // an answer to a send answered before
 	}
 	p.onWire = false
 	c.inflight--

@@ -7,5 +7,5 @@ import (
 )
 
 func main() {
-	node.Main("fanout", config.RoleFanout, func(c *config.Config) { c.HTTPAddr = "127.0.0.1:7073" })
+	node.Main("fanout", config.RoleFanout, nil)
 }

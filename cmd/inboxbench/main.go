@@ -202,6 +202,31 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
+func modeName(o *opts) string {
+	switch {
+	case o.sys.url != "":
+		return "external"
+	case o.sys.split:
+		return "split"
+	}
+	return "all-in-one"
+}
+
+// rate is n per second between two unix-ns instants.
+func rate(n int64, startNs, endNs int64) float64 {
+	if endNs <= startNs {
+		return 0
+	}
+	return round3(float64(n) / (float64(endNs-startNs) / 1e9))
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return round3(a / b)
+}
+
 func logf(verbose bool, format string, args ...any) {
 	if verbose {
 		fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000")+" "+format+"\n", args...)

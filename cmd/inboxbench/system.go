@@ -25,7 +25,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -195,6 +194,21 @@ func startSystem(ctx context.Context, o sysOpts) (_ *system, err error) {
 		}
 	}
 	return s, s.connectAdmin(ctx)
+}
+
+// startWith starts the system and n load generators (at least one); stop
+// stops the load generators, then the system.
+func startWith(ctx context.Context, o *opts, n int) (*system, pool, func(), error) {
+	sys, err := startSystem(ctx, o.sys)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p, err := startPool(n, o.sys.verbose)
+	if err != nil {
+		sys.stop()
+		return nil, nil, nil, err
+	}
+	return sys, p, func() { p.stop(); sys.stop() }, nil
 }
 
 func (s *system) createDB(ctx context.Context) error {
@@ -398,23 +412,6 @@ func (s *system) waitArchived(ctx context.Context, timeout time.Duration) error 
 	}
 }
 
-// totalInboxEntries sums the messages of every INBOX partition.
-func (s *system) totalInboxEntries(ctx context.Context) (uint64, error) {
-	var n uint64
-	for p := 0; p < s.o.partitions; p++ {
-		st, err := s.js.Stream(ctx, streams.InboxStream(p))
-		if err != nil {
-			return 0, err
-		}
-		ci, err := st.Info(ctx)
-		if err != nil {
-			return 0, err
-		}
-		n += ci.State.Msgs
-	}
-	return n, nil
-}
-
 // gwPid is the pid of the gateway process (0 when unknown).
 func (s *system) gwPid() int {
 	if s.external {
@@ -424,121 +421,4 @@ func (s *system) gwPid() int {
 		return 0
 	}
 	return s.gw.cmd.Process.Pid
-}
-
-// rss reads VmRSS of pid in bytes.
-func rss(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				kb, err := strconv.ParseInt(f[0], 10, 64)
-				return kb * 1024, err
-			}
-		}
-	}
-	return 0, errors.New("no VmRSS")
-}
-
-// metric reads an unlabelled gauge or counter from an ops server.
-func metric(ops, name string) (float64, error) {
-	r, err := http.Get("http://" + ops + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer r.Body.Close()
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
-	}
-	return 0, fmt.Errorf("metric %s not found", name)
-}
-
-// saveProfiles writes the heap (in use) and goroutine profiles of a
-// server into dir (go tool pprof reads them).
-func saveProfiles(dir, ops, name string) {
-	saveURL("http://"+ops+"/debug/pprof/heap", filepath.Join(dir, name+"-heap.pb.gz"))
-	saveURL("http://"+ops+"/debug/pprof/goroutine", filepath.Join(dir, name+"-goroutine.pb.gz"))
-}
-
-// profileWave starts CPU profiles of every server process over the next
-// d, saved into dir (no-op without dir).
-func profileWave(dir string, sys *system, d time.Duration) {
-	if dir == "" {
-		return
-	}
-	for _, pr := range sys.procs {
-		go saveURL(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pr.ops, int(d.Seconds())),
-			filepath.Join(dir, pr.name+"-cpu.pb.gz"))
-	}
-}
-
-// saveURL writes the body of a GET into path (profiles; failures are
-// logged, the benchmark goes on).
-func saveURL(url, path string) {
-	_ = os.MkdirAll(filepath.Dir(path), 0o755)
-	r, err := http.Get(url)
-	if err != nil {
-		logf(true, "profile %s: %v", url, err)
-		return
-	}
-	defer r.Body.Close()
-	b, err := io.ReadAll(r.Body)
-	if err == nil {
-		err = os.WriteFile(path, b, 0o644)
-	}
-	if err != nil {
-		logf(true, "profile %s: %v", path, err)
-	}
-}
-
-// forceGC makes the process behind ops collect garbage (the heap profile
-// endpoint with gc=1 runs a GC first), so heap figures before and after
-// compare live memory, not garbage.
-func forceGC(ops string) {
-	r, err := http.Get("http://" + ops + "/debug/pprof/heap?gc=1")
-	if err == nil {
-		_, _ = io.Copy(io.Discard, r.Body)
-		r.Body.Close()
-	}
-}
-
-// copyInboxStreams creates BENCHRAW_<p> (subjects benchraw.<p>.*): the
-// INBOX_<p> stream definitions with another name and subject, so the raw
-// publish baseline writes with the same stream settings (storage, dedupe
-// window, limits) without putting entries into real inboxes, where the
-// archiver would copy them into Postgres while the send path is measured.
-func (s *system) copyInboxStreams(ctx context.Context) (func(), error) {
-	layout := streams.Layout{InboxPartitions: s.o.partitions, SendPartitions: 16}
-	var names []string
-	cleanup := func() {
-		for _, n := range names {
-			_ = s.js.DeleteStream(context.Background(), n)
-		}
-	}
-	for p := 0; p < s.o.partitions; p++ {
-		cfg, err := streams.InboxStreamConfig(layout, p)
-		if err != nil {
-			cleanup()
-			return nil, err
-		}
-		cfg.Name = "BENCHRAW_" + strconv.Itoa(p)
-		cfg.Subjects = []string{"benchraw." + strconv.Itoa(p) + ".*"}
-		cfg.Description = "inboxbench: raw publish baseline (copy of INBOX_" + strconv.Itoa(p) + ")"
-		if _, err := s.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			cleanup()
-			return nil, fmt.Errorf("create %s: %w", cfg.Name, err)
-		}
-		names = append(names, cfg.Name)
-	}
-	return cleanup, nil
 }

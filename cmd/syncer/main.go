@@ -8,5 +8,5 @@ import (
 )
 
 func main() {
-	node.Main("syncer", config.RoleSyncer, func(c *config.Config) { c.HTTPAddr = "127.0.0.1:7074" })
+	node.Main("syncer", config.RoleSyncer, nil)
 }

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,11 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
-	"github.com/inboxd/inboxd/wire/pb"
 )
 
 // Options configures the archiver.
@@ -170,12 +167,14 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 			}
 			next++
 			upTo, pending, lastMsg = seq, md.NumPending, m
-			if e, ok := decodeEntry(m.Subject(), m.Data()); ok {
-				e.Seq = seq
-				entries = append(entries, e)
-			} else {
-				log.Error("undecodable inbox entry skipped", zap.String("subject", m.Subject()), zap.Uint64("seq", seq))
+			// An entry that does not decode is skipped (logged, never archived)
+			// so that it cannot stop the partition's archive.
+			e, err := archivedEntry(m.Subject(), seq, m.Data())
+			if err != nil {
+				log.Error("undecodable inbox entry skipped", zap.String("subject", m.Subject()), zap.Uint64("seq", seq), zap.Error(err))
+				continue
 			}
+			entries = append(entries, e)
 		}
 		if gap {
 			a.gaps.Inc()
@@ -223,22 +222,20 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 	}
 }
 
-func decodeEntry(subject string, data []byte) (store.ArchivedEntry, bool) {
-	i := strings.LastIndexByte(subject, '.')
-	uid, err := strconv.ParseInt(subject[i+1:], 10, 64)
+// archivedEntry is the archive row of the inbox entry at seq (streams
+// decodes the subject and the body; the row keeps an event's position,
+// up_to_conv_seq, in conv_seq as the entry does).
+func archivedEntry(subject string, seq uint64, body []byte) (store.ArchivedEntry, error) {
+	_, uid, err := streams.SubjectUID(subject)
 	if err != nil {
-		return store.ArchivedEntry{}, false
+		return store.ArchivedEntry{}, err
 	}
-	var e pb.InboxEntry
-	if err := proto.Unmarshal(data, &e); err != nil {
-		return store.ArchivedEntry{}, false
+	e, err := streams.DecodeEntry(body)
+	if err != nil {
+		return store.ArchivedEntry{}, err
 	}
-	a := store.ArchivedEntry{UID: uid, MsgID: e.GetMsgId(), ConvID: e.GetConvId(), ConvSeq: e.GetConvSeq(), Kind: int16(e.GetKind())}
-	if ev := e.GetEvent(); ev != nil {
-		// An event's position (up_to_conv_seq) is kept in conv_seq.
-		a.Event, a.ConvID, a.ConvSeq, a.Peer = int16(ev.GetType()), ev.GetConvId(), ev.GetUpToConvSeq(), ev.GetPeerUid()
-	}
-	return a, true
+	return store.ArchivedEntry{UID: uid, Seq: seq, MsgID: e.MsgID, ConvID: e.ConvID, ConvSeq: e.ConvSeq,
+		Kind: int16(e.Kind), Event: int16(e.EventType), Peer: e.EventPeer}, nil
 }
 
 // firstSeq returns the oldest sequence still in partition p's stream.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/fanout"
+	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
@@ -54,33 +56,56 @@ type Config struct {
 	Layout streams.Layout
 }
 
-// Defaults returns the configuration `make run` uses.
+// Defaults returns the configuration `make run` uses. The gateway's and the
+// fanout's settings take their packages' defaults (gateway.DefaultOptions,
+// fanout.DefaultOptions), so each default is written once; the rest belong
+// to no library and are written here.
 func Defaults() Config {
+	gw, fo := gateway.DefaultOptions(), fanout.DefaultOptions()
 	return Config{
-		NATSURL:     "nats://127.0.0.1:4222",
+		NATSURL:     "nats://" + natsAddr,
 		DatabaseURL: store.DefaultURL,
 		HTTPAddr:    "127.0.0.1:7072",
 		LogLevel:    "info",
 		DataDir:     "./data",
-		NATSListen:  "127.0.0.1:4222",
-		WSAddr:      "127.0.0.1:7070",
-		TCPAddr:     "127.0.0.1:7071",
-		Heartbeat:   20 * time.Second,
-		DeviceReap:  72 * time.Hour,
-		TailScan:    10000,
+		NATSListen:  natsAddr,
+		TokenSecret: auth.DevSecret,
+		Layout:      streams.DefaultLayout,
 
-		NewDeviceWindow:  7 * 24 * time.Hour,
-		NewDeviceMax:     1000,
-		OfflineThreshold: 5000,
-		PullRate:         5,
-		MaxConnsPerUser:  16,
-		DeviceSeenEvery:  30 * time.Second,
-		SendRate:         50,
-		TokenSecret:      auth.DevSecret,
-		BatchSize:        256,
-		Layout:           streams.DefaultLayout,
+		WSAddr:           gw.WSAddr,
+		TCPAddr:          gw.TCPAddr,
+		Heartbeat:        gw.Heartbeat,
+		DeviceReap:       gw.DeviceIdleReap,
+		TailScan:         gw.TailScan,
+		NewDeviceWindow:  gw.NewDeviceWindow,
+		NewDeviceMax:     gw.NewDeviceMax,
+		OfflineThreshold: gw.OfflineThreshold,
+		PullRate:         float64(gw.PullRate),
+		MaxConnsPerUser:  gw.MaxConnsPerUser,
+		DeviceSeenEvery:  gw.DeviceSeenEvery,
+		SendRate:         float64(gw.SendRate),
+
+		BatchSize: fo.BatchSize,
 	}
 }
+
+// DefaultsFor is Defaults for a binary with roles: a fanout or a syncer on
+// its own serves its ops HTTP on a port of its own (7073, 7074), so that a
+// split deployment on one box needs no flags.
+func DefaultsFor(roles Role) Config {
+	c := Defaults()
+	switch roles {
+	case RoleFanout:
+		c.HTTPAddr = "127.0.0.1:7073"
+	case RoleSyncer:
+		c.HTTPAddr = "127.0.0.1:7074"
+	}
+	return c
+}
+
+// natsAddr is the embedded NATS server's client address and the one the
+// services dial.
+const natsAddr = "127.0.0.1:4222"
 
 // Role selects which flags a binary registers.
 type Role int

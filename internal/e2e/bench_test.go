@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/config"
@@ -18,7 +16,6 @@ import (
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
-	"github.com/inboxd/inboxd/wire/pb"
 )
 
 // BenchmarkSendPath measures the whole write path: client → gateway → SEND
@@ -99,20 +96,16 @@ func BenchmarkRawInboxPublish(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	payload, _ := proto.Marshal(&pb.InboxEntry{MsgId: 1 << 40, ConvId: 1, ConvSeq: 1, SenderUid: 1, Kind: 1, CreatedAtMs: time.Now().UnixMilli()})
+	e := streams.Entry{MsgID: 1 << 40, ConvID: 1, ConvSeq: 1, SenderUID: 1, Kind: 1, CreatedAtMs: time.Now().UnixMilli()}
+	payload, err := e.Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
 		uid := int64(i%1000 + 1)
-		m := &nats.Msg{
-			Subject: streams.InboxSubject(ids.Partition(uid, layout.InboxPartitions), uid),
-			Data:    payload,
-			Header: nats.Header{
-				jetstream.MsgIDHeader: {strconv.Itoa(i) + ":" + strconv.FormatInt(uid, 10)},
-				streams.HeaderConv:    {"1"},
-				streams.HeaderKind:    {streams.KindMessage},
-			},
-		}
+		m := e.Msg(ids.Partition(uid, layout.InboxPartitions), uid, payload, streams.MessageDedupeID(int64(i), uid))
 		if _, err := js.PublishMsgAsync(m); err != nil {
 			b.Fatal(err)
 		}

@@ -76,7 +76,7 @@ func TestRetriedSendIsStoredOnce(t *testing.T) {
 	}
 	for _, uid := range members {
 		es := testenv.InboxEntries(t, n.NC, layout, uid)
-		if len(es) != 1 || es[0].MsgId != ra.MsgID {
+		if len(es) != 1 || es[0].MsgID != ra.MsgID {
 			t.Fatalf("inbox of %d holds %d entries (%+v), want exactly msg %d", uid, len(es), es, ra.MsgID)
 		}
 	}

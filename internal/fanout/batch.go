@@ -3,11 +3,11 @@ package fanout
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -22,11 +22,11 @@ import (
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
-// Limits the fanout enforces again (the gateway checks them first).
-const (
-	MaxClientMsgIDLen = 128
-	MaxTextLen        = 16 << 10
-)
+// delivery is a message and the members who get an inbox entry of it.
+type delivery struct {
+	m  *store.Message
+	to []int64 // ascending
+}
 
 // send is one SEND message of a batch.
 type send struct {
@@ -37,21 +37,20 @@ type send struct {
 	result *pb.SendResult
 }
 
-// validate returns why rec can never be stored, or "" if it may be.
-func validate(rec *pb.SendRecord) string {
-	switch {
-	case rec.GetSenderUid() <= 0:
-		return "sender_uid must be positive"
-	case rec.GetConvId() <= 0:
-		return "conv_id must be positive"
-	case rec.GetClientMsgId() == "" || len(rec.GetClientMsgId()) > MaxClientMsgIDLen:
-		return fmt.Sprintf("client_msg_id must be 1..%d bytes", MaxClientMsgIDLen)
-	case len(rec.GetText()) > MaxTextLen:
-		return fmt.Sprintf("text exceeds %d bytes", MaxTextLen)
-	case !utf8.ValidString(rec.GetText()) || !utf8.ValidString(rec.GetClientMsgId()):
-		return "text and client_msg_id must be valid UTF-8"
+// validate returns why rec can never be stored, or nil if it may be. The
+// SEND stream is not trusted blindly (an older gateway or a hand-written
+// record may break the limits): a record gets the gateway's own check,
+// wire.CheckSend, with its codes and words, and a sender check (the gateway
+// takes the sender from the token).
+func validate(rec *pb.SendRecord) *wire.Error {
+	if rec.GetSenderUid() <= 0 {
+		return wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "sender_uid must be positive")
 	}
-	return ""
+	var bad *wire.Error
+	if errors.As(wire.CheckSend(rec), &bad) {
+		return bad
+	}
+	return nil
 }
 
 func stored(m *store.Message) *pb.SendResult {
@@ -85,8 +84,8 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 		s.rec = rec
 		s.key = store.SendKey{Sender: rec.GetSenderUid(), ClientMsgID: rec.GetClientMsgId()}
-		if why := validate(rec); why != "" {
-			s.result = rejected(rec.GetClientMsgId(), pb.ErrorCode_INVALID_ARGUMENT, why)
+		if bad := validate(rec); bad != nil {
+			s.result = rejected(rec.GetClientMsgId(), bad.Code, bad.Message)
 			continue
 		}
 		if _, seen := firstOf[s.key]; seen {
@@ -98,27 +97,23 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	convIDs = sortedUnique(convIDs)
 
-	var fresh []*store.Message   // new rows of this batch
-	var publish []*store.Message // rows whose inbox entries must be (re)published
+	var fresh []*store.Message // new rows of this batch
+	var again []*store.Message // stored rows not marked fanned out: publish again
+	var publish []delivery     // what to publish, to whom
 	var rejects []store.Reject
 	err := pgx.BeginFunc(ctx, pt.f.st.Pool, func(tx pgx.Tx) error {
-		fresh, publish, rejects = fresh[:0], publish[:0], rejects[:0]
+		fresh, again, publish, rejects = fresh[:0], again[:0], publish[:0], rejects[:0]
 		convs, lk, err := store.BeginBatch(ctx, tx, convIDs, keys)
 		if err != nil {
 			return err
 		}
-		// Member lists: reload those whose member_ver moved, and those of
-		// conversations a stored row names that this batch did not lock (a
-		// client that reused a client_msg_id for another conversation).
+		// Member lists: reload those whose member_ver moved. Under the row
+		// lock they are the members at the conv_seqs this batch assigns.
+		pt.members.makeRoom(len(convs))
 		var stale []int64
 		for id, c := range convs {
 			if !pt.members.fresh(id, c.MemberVer) {
 				stale = append(stale, id)
-			}
-		}
-		for _, m := range lk.Stored {
-			if _, locked := convs[m.ConvID]; !locked && !m.FannedOut {
-				stale = append(stale, m.ConvID)
 			}
 		}
 		if len(stale) > 0 {
@@ -140,7 +135,7 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 			if m, ok := lk.Stored[k]; ok {
 				s.result = stored(m)
 				if !m.FannedOut {
-					publish = append(publish, m)
+					again = append(again, m)
 				}
 				continue
 			}
@@ -174,7 +169,7 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 			}
 			s.result = stored(m)
 			fresh = append(fresh, m)
-			publish = append(publish, m)
+			publish = append(publish, delivery{m, pt.members.members(m.ConvID)})
 		}
 		return store.CommitBatch(ctx, tx, fresh, lastSeq, rejects)
 	})
@@ -186,10 +181,17 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 			return err
 		}
 	}
+	if len(again) > 0 {
+		d, err := pt.membersAtSendTime(ctx, again)
+		if err != nil {
+			return err
+		}
+		publish = append(publish, d...)
+	}
 
 	// Within a conversation, entries go out in conv_seq order.
-	slices.SortStableFunc(publish, func(a, b *store.Message) int {
-		return cmp.Or(cmp.Compare(a.ConvID, b.ConvID), cmp.Compare(a.ConvSeq, b.ConvSeq))
+	slices.SortStableFunc(publish, func(a, b delivery) int {
+		return cmp.Or(cmp.Compare(a.m.ConvID, b.m.ConvID), cmp.Compare(a.m.ConvSeq, b.m.ConvSeq))
 	})
 	n, err := pt.publish(ctx, publish)
 	if err != nil {
@@ -197,13 +199,11 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	pt.f.metrics.entries.Add(float64(n))
 	done := make([]int64, len(publish))
-	for i, m := range publish {
-		done[i] = m.MsgID
+	for i, d := range publish {
+		done[i] = d.m.MsgID
 	}
-	if err := pt.f.st.MarkFannedOut(ctx, done); err != nil {
-		// Not fatal: the entries are durable. A later retry of these sends
-		// republishes, and Nats-Msg-Id absorbs it within the dedupe window.
-		pt.f.log.Warn("mark fanned out", zap.Error(err))
+	if err := pt.markFannedOut(ctx, done, msgs); err != nil {
+		return err
 	}
 
 	// SEND is a work queue: every message is acknowledged (and removed).
@@ -221,6 +221,64 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	pt.f.metrics.sends.WithLabelValues("rejected").Add(float64(len(rejects)))
 	pt.f.metrics.batchSeconds.Observe(time.Since(start).Seconds())
 	return nil
+}
+
+// membersAtSendTime returns the deliveries of stored messages that are
+// published again (a crash or a failure after their commit left them
+// unmarked): to the members at each message's conv_seq, whatever changed
+// since. (Members who got their entry the first time get it again, and
+// Nats-Msg-Id absorbs it within the INBOX dedupe window.)
+func (pt *partition) membersAtSendTime(ctx context.Context, msgs []*store.Message) ([]delivery, error) {
+	convIDs := make([]int64, len(msgs))
+	for i, m := range msgs {
+		convIDs[i] = m.ConvID
+	}
+	spans, err := pt.f.st.MemberSpans(ctx, sortedUnique(convIDs))
+	if err != nil {
+		return nil, fmt.Errorf("members at send time: %w", err)
+	}
+	hist := make(map[int64]*history, len(spans))
+	out := make([]delivery, len(msgs))
+	for i, m := range msgs {
+		h := hist[m.ConvID]
+		if h == nil {
+			h = newHistory(spans[m.ConvID])
+			hist[m.ConvID] = h
+		}
+		out[i] = delivery{m, h.membersAt(m.ConvSeq)}
+	}
+	return out, nil
+}
+
+// markFannedOut records that every inbox entry of msgIDs is durable, trying
+// until it succeeds or ctx ends. A send is neither acknowledged nor answered
+// before: the mark is how a retry is recognised (the gateway answers a retry
+// that JetStream deduped only once Postgres says fanned out, and a
+// redelivered send whose row is not marked is published again, which
+// Nats-Msg-Id absorbs only within the INBOX dedupe window). Only the mark is
+// retried, not the batch: the entries are durable already.
+func (pt *partition) markFannedOut(ctx context.Context, msgIDs []int64, msgs []jetstream.Msg) error {
+	var b *backoff
+	for {
+		err := pt.f.st.MarkFannedOut(ctx, msgIDs)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("mark fanned out: %w", err)
+		}
+		pt.f.metrics.markRetries.Inc()
+		pt.f.log.Warn("mark fanned out failed; retrying (the sends wait for it)", zap.Int("messages", len(msgIDs)), zap.Error(err))
+		if b == nil {
+			b = newBackoff(50*time.Millisecond, 5*time.Second)
+		}
+		b.sleep(ctx)
+		// Keep the sends ours meanwhile (the backoff stays below ack_wait),
+		// rather than have them redelivered and answered twice.
+		for _, m := range msgs {
+			_ = m.InProgress()
+		}
+	}
 }
 
 // answer publishes each send's result to the subject its gateway named. A
@@ -245,18 +303,18 @@ func (pt *partition) answer(sends []send, firstOf map[store.SendKey]int) {
 	}
 }
 
-// publish writes one inbox entry per member for every message and waits
+// publish writes one inbox entry per recipient of every delivery and waits
 // until JetStream acknowledged all of them. As each acknowledgement arrives
 // (it carries the entry's inbox seq) the entry is announced, body included,
 // on the member's live subject: gateways deliver it at once to connected
 // devices, ahead of any backfill. It returns the entry count.
-func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, error) {
-	if len(msgs) == 0 {
+func (pt *partition) publish(ctx context.Context, ds []delivery) (int, error) {
+	if len(ds) == 0 {
 		return 0, nil
 	}
 	n := 0
-	for _, m := range msgs {
-		n += len(pt.members.members(m.ConvID))
+	for _, d := range ds {
+		n += len(d.to)
 	}
 	type target struct {
 		m   *store.Message
@@ -300,7 +358,8 @@ func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, e
 	// publishing them all first stalled and failed the batch).
 	window := max(publishWindow/max(len(pt.f.opts.Partitions), 1), 64)
 	acked := 0
-	for _, m := range msgs {
+	for _, d := range ds {
+		m := d.m
 		payload, err := proto.Marshal(&pb.InboxEntry{
 			MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq, SenderUid: m.SenderUID,
 			Kind: uint32(m.Kind), CreatedAtMs: m.CreatedAt.UnixMilli(),
@@ -310,7 +369,7 @@ func (pt *partition) publish(ctx context.Context, msgs []*store.Message) (int, e
 		}
 		conv := strconv.FormatInt(m.ConvID, 10)
 		prefix := strconv.FormatInt(m.MsgID, 10) + ":"
-		for _, uid := range pt.members.members(m.ConvID) {
+		for _, uid := range d.to {
 			for len(futures)-acked >= window {
 				if err := await(acked); err != nil {
 					return 0, err

@@ -46,21 +46,36 @@ type Options struct {
 	NoLive bool
 }
 
+// DefaultOptions returns the default of every option that has one: the one
+// place they are written (setDefaults, internal/config and the flags' help
+// take them from here). Partitions nil means all of the layout's.
+func DefaultOptions() Options {
+	return Options{
+		Layout:          streams.DefaultLayout,
+		BatchSize:       256,
+		FetchWait:       2 * time.Second,
+		PublishTimeout:  10 * time.Second,
+		MemberCacheSize: 10000,
+	}
+}
+
+// setDefaults gives every zero (or negative) option its default.
 func (o *Options) setDefaults() {
+	d := DefaultOptions()
 	if o.Layout == (streams.Layout{}) {
-		o.Layout = streams.DefaultLayout
+		o.Layout = d.Layout
 	}
 	if o.BatchSize <= 0 {
-		o.BatchSize = 256
+		o.BatchSize = d.BatchSize
 	}
 	if o.FetchWait <= 0 {
-		o.FetchWait = 2 * time.Second
+		o.FetchWait = d.FetchWait
 	}
 	if o.PublishTimeout <= 0 {
-		o.PublishTimeout = 10 * time.Second
+		o.PublishTimeout = d.PublishTimeout
 	}
 	if o.MemberCacheSize <= 0 {
-		o.MemberCacheSize = 10000
+		o.MemberCacheSize = d.MemberCacheSize
 	}
 	if o.Partitions == nil {
 		for p := 0; p < o.Layout.SendPartitions; p++ {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
@@ -82,7 +84,18 @@ func newRig(t testing.TB, opts Options, hook func() error) *rig {
 // dedupe id (the gateway uses "<uid>:<client_msg_id>").
 func (r *rig) send(uid, conv int64, cmid, text, msgID string) {
 	r.t.Helper()
-	b, _ := proto.Marshal(&pb.SendRecord{SenderUid: uid, SenderDevice: "d", ClientMsgId: cmid, ConvId: conv, Kind: 1, Text: text})
+	r.sendRecord(&pb.SendRecord{SenderUid: uid, SenderDevice: "d", ClientMsgId: cmid, ConvId: conv, Kind: 1, Text: text}, msgID)
+}
+
+// sendRecord publishes rec to SEND as it is, as an older gateway or a hand
+// might have written it.
+func (r *rig) sendRecord(rec *pb.SendRecord, msgID string) {
+	r.t.Helper()
+	b, err := proto.Marshal(rec)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	conv := rec.GetConvId()
 	m := &nats.Msg{
 		Subject: streams.SendSubject(ids.Partition(conv, layout.SendPartitions), conv),
 		Data:    b,
@@ -138,7 +151,7 @@ func (r *rig) rows(sql string, args ...any) int {
 func (r *rig) entriesOf(uid, msgID int64) int {
 	n := 0
 	for _, e := range testenv.InboxEntries(r.t, r.nc, layout, uid) {
-		if e.MsgId == msgID {
+		if e.MsgID == msgID {
 			n++
 		}
 	}
@@ -201,10 +214,9 @@ func TestRetryAfterDedupeWindowIsAnsweredFromPostgres(t *testing.T) {
 	if !ok || first.Status != pb.SendStatus_STORED {
 		t.Fatalf("first: %v", first)
 	}
-	// Wait until the fanned_out mark landed (it follows the answer).
-	deadline := time.Now().Add(10 * time.Second)
-	for r.rows(`SELECT count(*) FROM msg_content WHERE fanned_out`) != 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	// The fanned_out mark lands before the answer.
+	if got := r.rows(`SELECT count(*) FROM msg_content WHERE fanned_out`); got != 1 {
+		t.Fatalf("%d rows marked fanned out after STORED, want 1", got)
 	}
 	r.send(2, conv, "late-1", "first, again", "2:late-1:after-window")
 	again, ok := r.result(30 * time.Second)
@@ -426,6 +438,205 @@ func TestBatchLargerThanThePublishWindow(t *testing.T) {
 	for i, e := range entries {
 		if e.ConvSeq != int64(i+1) {
 			t.Fatalf("entry %d has conv_seq %d", i, e.ConvSeq)
+		}
+	}
+}
+
+// The fanout does not trust the SEND stream: a record the gateway would
+// never have published (it refuses the send with wire.CheckSend) is refused
+// by the fanout too, with the same code and the same words, and is not
+// stored.
+func TestSendTheGatewayRefusesIsRefusedByTheFanout(t *testing.T) {
+	r := newRig(t, Options{}, nil)
+	conv := r.group(1, 2)
+	for i, s := range []*pb.Send{
+		{ConvId: 0, ClientMsgId: "r-conv", Kind: 1, Text: "x"},
+		{ConvId: conv, ClientMsgId: "", Kind: 1, Text: "x"},
+		{ConvId: conv, ClientMsgId: strings.Repeat("x", wire.MaxClientMsgIDLen+1), Kind: 1, Text: "x"},
+		{ConvId: conv, ClientMsgId: "r-\x01-control", Kind: 1, Text: "x"},
+		{ConvId: conv, ClientMsgId: "r-long", Kind: 1, Text: strings.Repeat("x", wire.MaxTextLen+1)},
+		{ConvId: conv, ClientMsgId: "r-kind", Kind: 2, Text: "x"},
+	} {
+		var want *wire.Error
+		if !errors.As(wire.CheckSend(s), &want) {
+			t.Fatalf("case %d: the gateway accepts %v", i, s)
+		}
+		r.sendRecord(&pb.SendRecord{SenderUid: 1, SenderDevice: "d", ClientMsgId: s.ClientMsgId, ConvId: s.ConvId,
+			Kind: s.Kind, Text: s.Text}, "refused-"+strconv.Itoa(i))
+		res, ok := r.result(30 * time.Second)
+		if !ok || res.Status != pb.SendStatus_REJECTED || res.Code != want.Code || res.Message != want.Message {
+			t.Fatalf("case %d: the fanout answered %v (ok %v); the gateway refuses with %v", i, res, ok, want)
+		}
+	}
+	if got := r.rows(`SELECT count(*) FROM msg_content`); got != 0 {
+		t.Fatalf("%d refused sends stored", got)
+	}
+}
+
+// shortenInboxDedupe sets the INBOX partitions' duplicate window to d, so a
+// test can outlive it.
+func (r *rig) shortenInboxDedupe(d time.Duration) {
+	r.t.Helper()
+	ctx := context.Background()
+	for p := 0; p < layout.InboxPartitions; p++ {
+		s, err := r.js.Stream(ctx, streams.InboxStream(p))
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		cfg.Duplicates = d
+		if _, err := r.js.UpdateStream(ctx, cfg); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// failFirst makes the first statement that updates column of msg_content
+// fail, the way a Postgres restart or a lost connection fails it (a
+// sequence counts the attempts: it is not rolled back with them).
+func (r *rig) failFirst(column string) {
+	r.t.Helper()
+	_, err := r.st.Pool.Exec(context.Background(), `
+		CREATE SEQUENCE test_fail_first;
+		CREATE FUNCTION test_fail_first() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF nextval('test_fail_first') = 1 THEN
+				RAISE EXCEPTION 'injected failure of the first update of msg_content.`+column+`';
+			END IF;
+			RETURN NULL;
+		END $$;
+		CREATE TRIGGER test_fail_first BEFORE UPDATE OF `+column+` ON msg_content
+			FOR EACH STATEMENT EXECUTE FUNCTION test_fail_first();`)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// The fanned_out mark fails once (after every inbox entry was
+// acknowledged). It is what a retried send is recognised by: the gateway
+// answers a retry that JetStream deduped only once Postgres says fanned
+// out, and the fanout republishes a stored row that is not. So STORED
+// comes only after the mark landed, and a retry after every dedupe window
+// adds no entry.
+func TestFailedFannedOutMarkIsRetriedNoDuplicates(t *testing.T) {
+	r := newRig(t, Options{}, nil)
+	r.shortenInboxDedupe(time.Second)
+	r.failFirst("fanned_out")
+	ms := members(1, 5)
+	conv := r.group(ms...)
+	r.send(1, conv, "mark-1", "hello", "1:mark-1")
+	first, ok := r.result(30 * time.Second)
+	if !ok || first.Status != pb.SendStatus_STORED {
+		t.Fatalf("result %v (ok %v), want STORED", first, ok)
+	}
+	if n := r.rows(`SELECT last_value FROM test_fail_first`); n < 1 {
+		t.Fatal("the mark was never attempted: the failure was not injected")
+	}
+	var retries dto.Metric
+	if err := r.f.metrics.markRetries.Write(&retries); err != nil || retries.GetCounter().GetValue() < 1 {
+		t.Errorf("%v mark retries counted (%v), want at least 1", retries.GetCounter().GetValue(), err)
+	}
+	// What the gateway asks when JetStream reports a retry as a duplicate.
+	key := store.SendKey{Sender: 1, ClientMsgID: "mark-1"}
+	lk, err := r.st.LookupSends(context.Background(), []store.SendKey{key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := lk.Stored[key]; m == nil || !m.FannedOut {
+		t.Errorf("after STORED, Postgres says %+v: a retry deduped by JetStream would wait for fanned_out and time out", m)
+	}
+	// A retry after both dedupe windows (SEND: another Nats-Msg-Id; INBOX:
+	// the shortened window has passed).
+	time.Sleep(1500 * time.Millisecond)
+	r.send(1, conv, "mark-1", "hello", "1:mark-1:after-window")
+	again, ok := r.result(30 * time.Second)
+	if !ok || again.Status != pb.SendStatus_STORED || again.MsgId != first.MsgId {
+		t.Fatalf("retry: %v (ok %v), first %v", again, ok, first)
+	}
+	for _, uid := range ms {
+		if n := r.entriesOf(uid, first.MsgId); n != 1 {
+			t.Errorf("uid %d holds %d entries of the message, want 1", uid, n)
+		}
+	}
+}
+
+// A crash after the content commit, and the membership changes before the
+// send is run again: the republish goes to the members at the message's
+// conv_seq, not to today's. Member 2 left after the message (it keeps it),
+// member 3 left and came back (it was a member then), member 4 joined
+// after it (it must not get it).
+func TestRepublishAfterCrashGoesToTheMembersAtSendTime(t *testing.T) {
+	reached := make(chan struct{})
+	release := make(chan struct{})
+	var calls atomic.Int32
+	r := newRig(t, Options{}, func() error {
+		if calls.Add(1) == 1 {
+			close(reached)
+			<-release
+			return errors.New("simulated crash after commit")
+		}
+		return nil
+	})
+	conv := r.group(1, 2, 3)
+	r.send(1, conv, "at-1", "to the members of seq 1", "1:at-1")
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("fanout never reached the commit")
+	}
+	ctx := context.Background()
+	for _, change := range []func() (int64, error){
+		func() (int64, error) { return r.st.RemoveMembers(ctx, conv, []int64{2, 3}) },
+		func() (int64, error) { return r.st.AddMembers(ctx, conv, []int64{3, 4}) },
+	} {
+		if _, err := change(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	res, ok := r.result(30 * time.Second)
+	if !ok || res.Status != pb.SendStatus_STORED || res.ConvSeq != 1 {
+		t.Fatalf("result %v (ok %v), want STORED at conv_seq 1", res, ok)
+	}
+	if calls.Load() < 2 {
+		t.Fatalf("the batch ran %d times; the republish path was not exercised", calls.Load())
+	}
+	for uid, want := range map[int64]int{1: 1, 2: 1, 3: 1, 4: 0} {
+		if n := r.entriesOf(uid, res.MsgId); n != want {
+			t.Errorf("uid %d holds %d entries of the message, want %d", uid, n, want)
+		}
+	}
+}
+
+// A batch names more conversations than the member cache holds: every
+// sender is still checked against its own conversation's members (an
+// eviction halfway through the batch had dropped lists it relied on, and
+// their senders were refused as non-members for good).
+func TestBatchWiderThanTheMemberCache(t *testing.T) {
+	sent := make(chan struct{})
+	var once sync.Once
+	r := newRig(t, Options{MemberCacheSize: 2}, func() error {
+		once.Do(func() { <-sent })
+		return nil
+	})
+	var convs []int64
+	for i := int64(0); i < 8; i++ {
+		convs = append(convs, r.group(1, 100+i))
+	}
+	for i, conv := range convs {
+		cmid := "wide-" + strconv.Itoa(i)
+		r.sendAsync(1, conv, cmid, "x", "1:"+cmid)
+	}
+	select {
+	case <-r.js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		t.Fatal("sends not acknowledged by JetStream")
+	}
+	close(sent)
+	for range convs {
+		res, ok := r.result(30 * time.Second)
+		if !ok || res.Status != pb.SendStatus_STORED {
+			t.Fatalf("result %v (ok %v), want STORED", res, ok)
 		}
 	}
 }

@@ -1,6 +1,11 @@
 package fanout
 
-import "slices"
+import (
+	"math"
+	"slices"
+
+	"github.com/inboxd/inboxd/internal/store"
+)
 
 // memberCache holds the member lists of recently active conversations of one
 // partition (one goroutine: no locking). An entry is valid for the
@@ -21,6 +26,17 @@ func newMemberCache(max int) *memberCache {
 	return &memberCache{max: max, m: make(map[int64]memberList)}
 }
 
+// makeRoom makes room for the lists of a batch of n conversations. It is
+// the only eviction, and it runs before the batch looks at the cache: a
+// list the batch relies on (to check a sender, to publish) is never evicted
+// halfway through it. Bounded memory: start over rather than track recency;
+// a miss costs one indexed query per batch.
+func (c *memberCache) makeRoom(n int) {
+	if len(c.m)+n > c.max {
+		clear(c.m)
+	}
+}
+
 // fresh reports whether conv's cached list is at version ver.
 func (c *memberCache) fresh(conv, ver int64) bool {
 	l, ok := c.m[conv]
@@ -28,11 +44,6 @@ func (c *memberCache) fresh(conv, ver int64) bool {
 }
 
 func (c *memberCache) put(conv, ver int64, uids []int64) {
-	if len(c.m) >= c.max {
-		// Bounded memory: start over rather than track recency; a miss costs
-		// one indexed query per batch.
-		clear(c.m)
-	}
 	c.m[conv] = memberList{ver: ver, uids: uids}
 }
 
@@ -41,4 +52,44 @@ func (c *memberCache) members(conv int64) []int64 { return c.m[conv].uids }
 func (c *memberCache) isMember(conv, uid int64) bool {
 	_, ok := slices.BinarySearch(c.m[conv].uids, uid)
 	return ok
+}
+
+// history answers who the members of one conversation were at a conv_seq,
+// from every span of every membership (store.MemberSpans): the recipients
+// of a message are the members at its conv_seq, not today's. The member
+// set changes only at the seqs in cuts, so it is worked out once per
+// stretch of seqs between two cuts.
+type history struct {
+	spans []store.MemberSpan // by uid; one uid's spans do not overlap
+	cuts  []int64            // ascending: the first seq of each span and the first after it
+	at    map[int][]int64    // members by the number of cuts <= seq
+}
+
+func newHistory(spans []store.MemberSpan) *history {
+	h := &history{spans: spans, at: make(map[int][]int64)}
+	for _, sp := range spans {
+		h.cuts = append(h.cuts, sp.After+1)
+		if sp.Until != math.MaxInt64 {
+			h.cuts = append(h.cuts, sp.Until+1)
+		}
+	}
+	slices.Sort(h.cuts)
+	h.cuts = slices.Compact(h.cuts)
+	return h
+}
+
+// membersAt returns the members at seq, ascending.
+func (h *history) membersAt(seq int64) []int64 {
+	stretch, _ := slices.BinarySearch(h.cuts, seq+1)
+	if l, ok := h.at[stretch]; ok {
+		return l
+	}
+	l := []int64{}
+	for _, sp := range h.spans {
+		if sp.After < seq && seq <= sp.Until {
+			l = append(l, sp.UID)
+		}
+	}
+	h.at[stretch] = l
+	return l
 }

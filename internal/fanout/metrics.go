@@ -9,6 +9,7 @@ type metrics struct {
 	sends        *prometheus.CounterVec // by outcome
 	entries      prometheus.Counter
 	batchErrors  prometheus.Counter
+	markRetries  prometheus.Counter
 	batchSeconds prometheus.Histogram
 	malformed    prometheus.Counter
 }
@@ -27,6 +28,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		batchErrors: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_fanout_batch_errors_total",
 			Help: "Batches that failed and were retried.",
+		}),
+		markRetries: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_fanout_mark_retries_total",
+			Help: "fanned_out marks that failed and were tried again (the batch's sends wait for them).",
 		}),
 		batchSeconds: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "inboxd_fanout_batch_seconds",

@@ -537,7 +537,7 @@ func (w *writer) addPage(pg *page) {
 func (w *writer) appendBatch(h *wire.BatchHeader, msgs []wire.Message, raws [][]byte) {
 	c := w.c
 	if c.json {
-		b := &pb.Batch{Lane: h.Lane, BatchId: h.BatchID, HasMore: h.HasMore}
+		b := &pb.Batch{Lane: h.Lane, BatchId: h.BatchID, HasMore: h.HasMore, Newest: h.Newest}
 		for i := range msgs {
 			m := &msgs[i]
 			b.Messages = append(b.Messages, &pb.Message{Seq: m.Seq, MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq,

@@ -27,6 +27,7 @@ type metrics struct {
 	events             *prometheus.CounterVec
 	ackRanges          prometheus.Counter
 	orphans            prometheus.Counter
+	ackTimeouts        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -91,6 +92,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		ackRanges: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_ack_ranges_total", Help: "Explicit range confirmations (entries the client chose not to fetch).",
+		}),
+		ackTimeouts: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_ack_timeouts_total",
+			Help: "Times a live connection left a batch unconfirmed past the ack timeout; its unconfirmed entries were handed over again from the cursor.",
 		}),
 		badAcks: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_bad_acks_total", Help: "Acks naming batches or messages not awaiting confirmation.",

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"crypto/tls"
 	"time"
 
@@ -43,8 +44,11 @@ type Options struct {
 	// is told to retry (default 30s).
 	SendTimeout time.Duration
 	// TailScan is the most stream entries (everyone's) a device's consumer
-	// may have to scan to catch up; an older position is served from the
-	// Postgres archive index first (default 10000).
+	// may have to scan to catch up: when the partition holds more between
+	// the device's position and its head, and the Postgres archive holds
+	// the range, the range is read from the archive first (default 1000:
+	// the consumer also costs a state file write per delivery, which made
+	// a 300 × 200 login storm 3–5 × slower at 10000; docs/design.md).
 	TailScan int
 	// DeviceIdleReap is the InactiveThreshold of device consumers (default
 	// 72h); a reaped consumer is recreated from the mirrored cursor.
@@ -76,79 +80,88 @@ type Options struct {
 	TLS *tls.Config
 	// DeviceSeenEvery refreshes connected devices' last_seen_at (default 30s).
 	DeviceSeenEvery time.Duration
+	// AckTimeout is how long a batch may await confirmation on a live
+	// connection before the session takes back everything unconfirmed and
+	// hands it over again from the cursor (default 3 heartbeats: a slow
+	// phone is not taken for a dead one, a stuck one does not hold its
+	// messages until it reconnects).
+	AckTimeout time.Duration
 }
 
+// DefaultOptions returns the default of every option that has one: the one
+// place they are written (setDefaults, internal/config and the flags' help
+// take them from here). ID, Backfill and TLS have none.
+func DefaultOptions() Options {
+	return Options{
+		WSAddr:            "127.0.0.1:7070",
+		WSPath:            "/ws",
+		TCPAddr:           "127.0.0.1:7071",
+		Layout:            streams.DefaultLayout,
+		Heartbeat:         20 * time.Second,
+		HelloTimeout:      10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		MaxFrame:          wire.DefaultMaxFrame,
+		OutQueue:          1024,
+		MaxInflightSends:  256,
+		SendTimeout:       30 * time.Second,
+		TailScan:          1000,
+		DeviceIdleReap:    72 * time.Hour,
+		UserBackfillRate:  20000,
+		UserBackfillBurst: 2000,
+		BodyCacheEntries:  100000,
+		PullRate:          5,
+		OfflineThreshold:  5000,
+		NewDeviceWindow:   7 * 24 * time.Hour,
+		NewDeviceMax:      1000,
+		MaxConnsPerUser:   16,
+		SendRate:          50,
+		DeviceSeenEvery:   30 * time.Second,
+		AckTimeout:        3 * 20 * time.Second, // 3 × Heartbeat; setDefaults derives it from the heartbeat in use
+	}
+}
+
+// setDefaults gives every zero (or negative) option its default.
 func (o *Options) setDefaults() {
+	d := DefaultOptions()
 	if o.ID == "" {
 		o.ID = nuid.Next()
 	}
-	if o.WSAddr == "" {
-		o.WSAddr = "127.0.0.1:7070"
-	}
-	if o.WSPath == "" {
-		o.WSPath = "/ws"
-	}
-	if o.TCPAddr == "" {
-		o.TCPAddr = "127.0.0.1:7071"
-	}
+	orDefault(&o.WSAddr, d.WSAddr)
+	orDefault(&o.WSPath, d.WSPath)
+	orDefault(&o.TCPAddr, d.TCPAddr)
 	if o.Layout == (streams.Layout{}) {
-		o.Layout = streams.DefaultLayout
+		o.Layout = d.Layout
 	}
-	if o.Heartbeat <= 0 {
-		o.Heartbeat = 20 * time.Second
+	orDefault(&o.Heartbeat, d.Heartbeat)
+	orDefault(&o.HelloTimeout, d.HelloTimeout)
+	orDefault(&o.WriteTimeout, d.WriteTimeout)
+	orDefault(&o.MaxFrame, d.MaxFrame)
+	orDefault(&o.OutQueue, d.OutQueue)
+	orDefault(&o.MaxInflightSends, d.MaxInflightSends)
+	orDefault(&o.SendTimeout, d.SendTimeout)
+	orDefault(&o.TailScan, d.TailScan)
+	orDefault(&o.DeviceIdleReap, d.DeviceIdleReap)
+	orDefault(&o.UserBackfillRate, d.UserBackfillRate)
+	orDefault(&o.UserBackfillBurst, d.UserBackfillBurst)
+	orDefault(&o.BodyCacheEntries, d.BodyCacheEntries)
+	orDefault(&o.PullRate, d.PullRate)
+	orDefault(&o.OfflineThreshold, d.OfflineThreshold)
+	orDefault(&o.NewDeviceWindow, d.NewDeviceWindow)
+	orDefault(&o.NewDeviceMax, d.NewDeviceMax)
+	orDefault(&o.MaxConnsPerUser, d.MaxConnsPerUser)
+	orDefault(&o.SendRate, d.SendRate)
+	orDefault(&o.DeviceSeenEvery, d.DeviceSeenEvery)
+	// The ack timeout follows the heartbeat actually in use (3 of them,
+	// like the read deadline), not the default heartbeat's.
+	if o.AckTimeout <= 0 {
+		o.AckTimeout = 3 * o.Heartbeat
 	}
-	if o.HelloTimeout <= 0 {
-		o.HelloTimeout = 10 * time.Second
-	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = 10 * time.Second
-	}
-	if o.MaxFrame <= 0 {
-		o.MaxFrame = wire.DefaultMaxFrame
-	}
-	if o.OutQueue <= 0 {
-		o.OutQueue = 1024
-	}
-	if o.MaxInflightSends <= 0 {
-		o.MaxInflightSends = 256
-	}
-	if o.SendTimeout <= 0 {
-		o.SendTimeout = 30 * time.Second
-	}
-	if o.TailScan <= 0 {
-		o.TailScan = 10000
-	}
-	if o.DeviceIdleReap <= 0 {
-		o.DeviceIdleReap = 72 * time.Hour
-	}
-	if o.UserBackfillRate <= 0 {
-		o.UserBackfillRate = 20000
-	}
-	if o.UserBackfillBurst <= 0 {
-		o.UserBackfillBurst = 2000
-	}
-	if o.BodyCacheEntries <= 0 {
-		o.BodyCacheEntries = 100000
-	}
-	if o.PullRate <= 0 {
-		o.PullRate = 5
-	}
-	if o.OfflineThreshold <= 0 {
-		o.OfflineThreshold = 5000
-	}
-	if o.NewDeviceWindow <= 0 {
-		o.NewDeviceWindow = 7 * 24 * time.Hour
-	}
-	if o.NewDeviceMax <= 0 {
-		o.NewDeviceMax = 1000
-	}
-	if o.MaxConnsPerUser <= 0 {
-		o.MaxConnsPerUser = 16
-	}
-	if o.SendRate <= 0 {
-		o.SendRate = 50
-	}
-	if o.DeviceSeenEvery <= 0 {
-		o.DeviceSeenEvery = 30 * time.Second
+}
+
+// orDefault sets *v to d when *v is zero or below (for a string: empty).
+func orDefault[T cmp.Ordered](v *T, d T) {
+	var zero T
+	if *v <= zero {
+		*v = d
 	}
 }

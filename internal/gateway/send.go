@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,13 +16,8 @@ import (
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
-)
-
-// Limits on a send, checked before anything is published.
-const (
-	MaxClientMsgIDLen = 128
-	MaxTextLen        = 16 << 10
 )
 
 // sendKey is a send's identity: the sender and its client_msg_id.
@@ -65,31 +61,16 @@ func rejected(cmid string, code pb.ErrorCode, msg string) *pb.SendResult {
 	return &pb.SendResult{ClientMsgId: cmid, Status: pb.SendStatus_REJECTED, Code: code, Message: msg}
 }
 
-func checkSend(s *pb.Send) string {
-	switch {
-	case s.GetConvId() <= 0:
-		return "conv_id must be positive"
-	case s.GetClientMsgId() == "" || len(s.GetClientMsgId()) > MaxClientMsgIDLen:
-		return "client_msg_id must be 1.." + strconv.Itoa(MaxClientMsgIDLen) + " bytes"
-	case !validText(s.GetClientMsgId(), false):
-		return "client_msg_id must be printable UTF-8"
-	case len(s.GetText()) > MaxTextLen:
-		return "text exceeds " + strconv.Itoa(MaxTextLen) + " bytes"
-	case !utf8Valid(s.GetText()):
-		return "text must be valid UTF-8"
-	case s.GetKind() > 1:
-		return "kind " + strconv.Itoa(int(s.GetKind())) + " is not supported (1 = text)"
-	}
-	return ""
-}
-
 // submit publishes a send. Its result reaches c as a SendResult frame: from
 // the fanout (STORED or REJECTED), or FAILED when the send could not be
 // accepted, in which case the client retries with the same client_msg_id.
 func (t *sendTracker) submit(c *Conn, s *pb.Send) {
 	cmid := s.GetClientMsgId()
-	if why := checkSend(s); why != "" {
-		c.enqueue(outItem{msg: rejected(cmid, pb.ErrorCode_INVALID_ARGUMENT, why)})
+	// The limits are the protocol's (wire.CheckSend); the fanout applies
+	// the same check to the record again.
+	var bad *wire.Error
+	if errors.As(wire.CheckSend(s), &bad) {
+		c.enqueue(outItem{msg: rejected(cmid, bad.Code, bad.Message)})
 		return
 	}
 	if l := t.g.router.sendLimiter(c.id.UID); l != nil && !l.Allow() {

@@ -89,7 +89,7 @@ func table(partitions int) map[Role]perms {
 			sub: []string{"_INBOX.>"},
 		},
 		Syncer: {
-			pub:       concat(streamAPI, consumerAPI(inbox, "CREATE", "DURABLE.CREATE", "INFO", "MSG.NEXT"), []string{"inboxd.event.>"}),
+			pub:       concat(streamAPI, consumerAPI(inbox, "CREATE", "DURABLE.CREATE", "INFO", "MSG.NEXT", "RESET"), []string{"inboxd.event.>"}),
 			sub:       []string{"_INBOX.>", "inboxd.admin.>", "$SRV.>"},
 			responses: true,
 		},

@@ -19,7 +19,7 @@ import (
 // roles, wait for SIGINT/SIGTERM, shut down. adjust may change defaults
 // before flags are registered.
 func Main(name string, roles config.Role, adjust func(*config.Config)) {
-	cfg := config.Defaults()
+	cfg := config.DefaultsFor(roles)
 	if adjust != nil {
 		adjust(&cfg)
 	}

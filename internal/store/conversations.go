@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -98,14 +99,17 @@ func (s *Store) CreateConversation(ctx context.Context, kind int, members []int6
 	return convID, created, nil
 }
 
-// AddMembers adds uids to a group (re-activating former members). They see
-// messages after the current last_seq. It returns the new member_ver.
+// AddMembers adds uids to a group (re-activating former members, whose
+// earlier span moves to past_seqs). They see messages after the current
+// last_seq. It returns the new member_ver.
 func (s *Store) AddMembers(ctx context.Context, convID int64, members []int64) (int64, error) {
 	return s.changeMembers(ctx, convID, members, `
 		INSERT INTO conv_member (conv_id, uid, joined_seq)
 		SELECT $1, u, $3 FROM unnest($2::bigint[]) AS u
 		ON CONFLICT (conv_id, uid) DO UPDATE
-		SET joined_seq = EXCLUDED.joined_seq, left_seq = NULL, joined_at = now()
+		SET joined_seq = EXCLUDED.joined_seq, left_seq = NULL, joined_at = now(),
+		    past_seqs = conv_member.past_seqs
+		              + int8multirange(int8range(conv_member.joined_seq, conv_member.left_seq, '(]'))
 		WHERE conv_member.left_seq IS NOT NULL`)
 }
 
@@ -189,4 +193,42 @@ func (s *Store) GetConversation(ctx context.Context, convID int64) (*Conversatio
 		return nil, fmt.Errorf("store: members of %d: %w", convID, err)
 	}
 	return c, nil
+}
+
+// MemberSpan says that UID was a member of a conversation for the conv_seqs
+// s with After < s <= Until (Until is math.MaxInt64 while it still is).
+type MemberSpan struct {
+	UID   int64
+	After int64
+	Until int64
+}
+
+// MemberSpans returns, per conversation, every span of every member, former
+// members' and earlier memberships included, ordered by uid: who received
+// which conv_seq. (A message's recipients are the members at its conv_seq;
+// the fanout asks when it publishes a stored message again.)
+func (s *Store) MemberSpans(ctx context.Context, convIDs []int64) (map[int64][]MemberSpan, error) {
+	// A multirange keeps its ranges canonical, [lower, upper): the span
+	// (joined_seq, left_seq] is [joined_seq+1, left_seq+1), empty ones are
+	// dropped and adjacent ones merged.
+	rows, err := s.Pool.Query(ctx, `
+		SELECT m.conv_id, m.uid, lower(r) - 1, coalesce(upper(r) - 1, $2)
+		FROM conv_member m,
+		     unnest(m.past_seqs + int8multirange(int8range(m.joined_seq, m.left_seq, '(]'))) AS r
+		WHERE m.conv_id = ANY($1::bigint[])
+		ORDER BY m.conv_id, m.uid, lower(r)`, convIDs, int64(math.MaxInt64))
+	if err != nil {
+		return nil, fmt.Errorf("store: member spans: %w", err)
+	}
+	out := make(map[int64][]MemberSpan, len(convIDs))
+	var conv int64
+	var sp MemberSpan
+	_, err = pgx.ForEachRow(rows, []any{&conv, &sp.UID, &sp.After, &sp.Until}, func() error {
+		out[conv] = append(out[conv], sp)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: member spans: %w", err)
+	}
+	return out, nil
 }

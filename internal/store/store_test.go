@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,5 +129,59 @@ func TestSummaryQueryUsesIndexes(t *testing.T) {
 	}
 	if strings.Contains(plan, "Seq Scan on conv_member") || strings.Contains(plan, "Seq Scan on msg_content") {
 		t.Fatalf("the summary scans a table:\n%s", plan)
+	}
+}
+
+// Every membership a member had is answerable by conv_seq: a former member
+// keeps its span, one who comes back keeps the earlier one too (adjacent
+// spans merge), and a membership that saw no message has no span.
+func TestMemberSpansKeepEveryMembership(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	conv, _, err := st.CreateConversation(ctx, store.KindGroup, []int64{1, 2, 3}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Messages are stood in for by last_seq (the fanout moves it).
+	at := func(seq int64) {
+		if _, err := st.Pool.Exec(ctx, `UPDATE conversation SET last_seq = $2 WHERE conv_id = $1`, conv, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	change := func(add bool, uids ...int64) {
+		var err error
+		if add {
+			_, err = st.AddMembers(ctx, conv, uids)
+		} else {
+			_, err = st.RemoveMembers(ctx, conv, uids)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	at(2)
+	change(false, 3)
+	at(5)
+	change(true, 3, 4)
+	change(false, 2)
+	at(7)
+	change(false, 3)
+	change(true, 3, 5)
+	change(false, 5)
+
+	spans, err := st.MemberSpans(ctx, []int64{conv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const open = math.MaxInt64
+	want := []store.MemberSpan{
+		{UID: 1, After: 0, Until: open},
+		{UID: 2, After: 0, Until: 5},
+		{UID: 3, After: 0, Until: 2},
+		{UID: 3, After: 5, Until: open},
+		{UID: 4, After: 5, Until: open},
+	}
+	if !slices.Equal(spans[conv], want) {
+		t.Fatalf("spans %v, want %v", spans[conv], want)
 	}
 }

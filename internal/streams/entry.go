@@ -64,8 +64,14 @@ func (e *Entry) Marshal() ([]byte, error) {
 // A fanout writing one message to many members marshals it once and calls
 // Msg per member.
 func (e *Entry) Msg(p int, uid int64, body []byte, dedupeID string) *nats.Msg {
+	return e.MsgOn(InboxSubject(p, uid), body, dedupeID)
+}
+
+// MsgOn is Msg on another subject than an inbox's: inboxbench's raw publish
+// baseline writes the fanout's messages into copies of the INBOX streams.
+func (e *Entry) MsgOn(subject string, body []byte, dedupeID string) *nats.Msg {
 	return &nats.Msg{
-		Subject: InboxSubject(p, uid),
+		Subject: subject,
 		Data:    body,
 		Header: nats.Header{
 			jetstream.MsgIDHeader: {dedupeID},

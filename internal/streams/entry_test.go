@@ -1,6 +1,8 @@
 package streams
 
 import (
+	"bytes"
+	"reflect"
 	"testing"
 
 	"github.com/inboxd/inboxd/wire"
@@ -30,6 +32,9 @@ func TestEntryRoundTrip(t *testing.T) {
 		}
 		if p, uid, err := SubjectUID(m.Subject); err != nil || p != 3 || uid != 42 {
 			t.Fatalf("SubjectUID(%q) = %d %d %v", m.Subject, p, uid, err)
+		}
+		if on := e.MsgOn("copy.3.42", body, "x:42"); on.Subject != "copy.3.42" || !reflect.DeepEqual(on.Header, m.Header) || !bytes.Equal(on.Data, m.Data) {
+			t.Fatalf("MsgOn %+v differs from Msg %+v in more than the subject", on, m)
 		}
 	}
 	ev := Entry{ConvID: 7, ConvSeq: 12, EventType: pb.EventType_DELIVERED, EventPeer: 4}

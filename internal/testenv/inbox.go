@@ -7,18 +7,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/streams"
-	"github.com/inboxd/inboxd/wire/pb"
 )
 
-// Entry is one inbox entry as stored in JetStream.
+// Entry is one inbox entry as stored in JetStream, decoded by streams.
 type Entry struct {
-	Seq   uint64
-	MsgID string // Nats-Msg-Id header: <msg_id>:<uid>
-	*pb.InboxEntry
+	Seq      uint64
+	DedupeID string // Nats-Msg-Id header (streams.MessageDedupeID for a message)
+	streams.Entry
 }
 
 // InboxEntries reads every entry of uid's inbox straight from its INBOX
@@ -56,11 +54,11 @@ func InboxEntries(t testing.TB, nc *nats.Conn, l streams.Layout, uid int64) []En
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := new(pb.InboxEntry)
-			if err := proto.Unmarshal(m.Data(), e); err != nil {
+			e, err := streams.DecodeEntry(m.Data())
+			if err != nil {
 				t.Fatalf("inbox entry of uid %d at seq %d: %v", uid, md.Sequence.Stream, err)
 			}
-			out = append(out, Entry{Seq: md.Sequence.Stream, MsgID: m.Headers().Get(jetstream.MsgIDHeader), InboxEntry: e})
+			out = append(out, Entry{Seq: md.Sequence.Stream, DedupeID: m.Headers().Get(jetstream.MsgIDHeader), Entry: e})
 		}
 		if n == 0 && ctx.Err() != nil {
 			t.Fatalf("reading inbox of uid %d: got %d of %d entries", uid, len(out), want)

@@ -1,0 +1,389 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
+)
+
+// deviceConsumer is a device's durable consumer on its INBOX partition:
+// the device cursor (its ack floor) and the reader of the inbox tail that
+// the archive does not hold yet. It knows the JetStream API, its stream
+// and name, and where the mirrored cursor is kept; nothing of the session
+// or the gateway.
+type deviceConsumer struct {
+	js        jetstream.JetStream // on the backfill connection
+	nc        *nats.Conn          // the same connection, for direct gets
+	cursors   cursorStore
+	opts      consumerOptions
+	recreated prometheus.Counter // consumers recreated from the mirror
+
+	p       int
+	uid     int64
+	device  string
+	stream  string
+	name    string
+	subject string
+
+	mu   sync.Mutex
+	cons jetstream.Consumer // replaced when it is recreated
+}
+
+// cursorStore is where a device consumer finds the mirrored cursor and a
+// new device's starting point.
+type cursorStore interface {
+	GetDeviceCursor(ctx context.Context, uid int64, device string) (store.DeviceCursor, bool, error)
+	NthNewestSeq(ctx context.Context, uid int64, n int) (uint64, bool, error)
+}
+
+type consumerOptions struct {
+	idleReap        time.Duration // the consumer's InactiveThreshold
+	newDeviceWindow time.Duration
+	newDeviceMax    int
+}
+
+func newDeviceConsumer(g *Gateway, p int, uid int64, device string) *deviceConsumer {
+	return &deviceConsumer{
+		js: g.bjs, nc: g.bnc, cursors: g.st, recreated: g.metrics.consumersRecreated,
+		opts: consumerOptions{idleReap: g.opts.DeviceIdleReap, newDeviceWindow: g.opts.NewDeviceWindow, newDeviceMax: g.opts.NewDeviceMax},
+		p:    p, uid: uid, device: device,
+		stream:  streams.InboxStream(p),
+		name:    streams.DeviceConsumer(uid, device),
+		subject: streams.InboxSubject(p, uid),
+	}
+}
+
+func (dc *deviceConsumer) handle() jetstream.Consumer {
+	dc.mu.Lock()
+	defer dc.mu.Unlock()
+	return dc.cons
+}
+
+func (dc *deviceConsumer) setHandle(c jetstream.Consumer) {
+	dc.mu.Lock()
+	dc.cons = c
+	dc.mu.Unlock()
+}
+
+// openedConsumer is where open found the consumer.
+type openedConsumer struct {
+	cursor   uint64 // the confirmed position: the ack floor, or the mirror when it knows more
+	at       uint64 // the next delivery's stream seq (0: unknown, the consumer must be repositioned)
+	pending  uint64 // NumPending
+	nextDseq uint64 // the consumer sequence of the next delivery
+}
+
+// open finds or creates the consumer and resets it so that unacknowledged
+// entries come back at once.
+func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
+	// The Postgres mirror and the consumer are looked up at once: a login
+	// waits for one round trip instead of two.
+	type mirrorResult struct {
+		c     store.DeviceCursor
+		found bool
+		err   error
+	}
+	mirrorCh := make(chan mirrorResult, 1)
+	go func() {
+		c, found, err := dc.cursors.GetDeviceCursor(ctx, dc.uid, dc.device)
+		mirrorCh <- mirrorResult{c, found, err}
+	}()
+	cons, err := dc.js.Consumer(ctx, dc.stream, dc.name)
+	mr := <-mirrorCh
+	if mr.err != nil {
+		return openedConsumer{}, mr.err
+	}
+	mirror, found := mr.c, mr.found
+	created := false // the cached info predates a move: read it again
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		created = true
+		// First login of this device, or its consumer was reaped or lost:
+		// start after the mirrored cursor (repeats, never skips).
+		var cfg jetstream.ConsumerConfig
+		var cerr error
+		if found {
+			cfg, cerr = streams.DeviceConsumerConfig(dc.p, dc.uid, dc.device, mirror.AckSeq+1, dc.opts.idleReap)
+			dc.recreated.Inc()
+		} else {
+			// A new device: the last NewDeviceWindow of the inbox, capped
+			// below (newDeviceCap); older history comes by conversation pulls.
+			cfg, cerr = streams.NewDeviceConsumerConfig(dc.p, dc.uid, dc.device, time.Now().Add(-dc.opts.newDeviceWindow), dc.opts.idleReap)
+		}
+		if cerr != nil {
+			return openedConsumer{}, cerr
+		}
+		cons, err = dc.js.CreateConsumer(ctx, dc.stream, cfg)
+		if err == nil && !found {
+			err = dc.newDeviceCap(ctx, cons)
+		}
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			cons, err = dc.js.Consumer(ctx, dc.stream, dc.name) // another gateway was quicker
+		}
+	}
+	if err != nil {
+		return openedConsumer{}, fmt.Errorf("device consumer %s: %w", dc.name, err)
+	}
+	dc.setHandle(cons)
+	// Unacknowledged deliveries (of an earlier session) come back at once
+	// after a reset, instead of after ack_wait. A consumer with none needs
+	// no reset: skipping it spares the server a state file write, which it
+	// does inline for every reset (a reconnect wave measured 800 logins/s
+	// with the reset, most of the NATS server's CPU in writing those files).
+	info := cons.CachedInfo()
+	nextDseq := info.Delivered.Consumer + 1
+	resetSeq := uint64(0)
+	if created || info.NumAckPending > 0 || info.Delivered.Stream != info.AckFloor.Stream {
+		r, err := dc.js.ResetConsumer(ctx, dc.stream, dc.name)
+		if err != nil {
+			return openedConsumer{}, fmt.Errorf("reset consumer %s: %w", dc.name, err)
+		}
+		info, resetSeq, nextDseq = r.ConsumerInfo, r.ResetSeq, 1
+	}
+	cursor := info.AckFloor.Stream
+	if found && mirror.AckSeq > cursor {
+		// The consumer knows less than the mirror (recreated from an older
+		// mirror by another gateway, or restored): the mirror is a
+		// confirmed position too.
+		if r, err := dc.js.ResetConsumerToSequence(ctx, dc.stream, dc.name, mirror.AckSeq+1); err == nil {
+			cursor, resetSeq, nextDseq = mirror.AckSeq, r.ResetSeq, 1
+		}
+	}
+	o := openedConsumer{cursor: cursor, pending: info.NumPending, nextDseq: nextDseq}
+	if info.Delivered.Stream == cursor || resetSeq == cursor+1 {
+		o.at = cursor + 1
+	}
+	return o, nil
+}
+
+// newDeviceCap moves a new device's cursor up so that at most
+// NewDeviceMax entries are ahead of it.
+func (dc *deviceConsumer) newDeviceCap(ctx context.Context, cons jetstream.Consumer) error {
+	nth, ok, err := dc.cursors.NthNewestSeq(ctx, dc.uid, dc.opts.newDeviceMax)
+	if err != nil || !ok {
+		return err
+	}
+	if floor := cons.CachedInfo().AckFloor.Stream; nth-1 > floor {
+		_, err = dc.js.ResetConsumerToSequence(ctx, dc.stream, dc.name, nth)
+	}
+	return err
+}
+
+// resetTo makes the consumer deliver from seq next, with everything below
+// it acknowledged. Call it only with seq-1 confirmed. It returns NumPending.
+func (dc *deviceConsumer) resetTo(ctx context.Context, seq uint64) (uint64, error) {
+	r, err := dc.js.ResetConsumerToSequence(ctx, dc.stream, dc.name, seq)
+	if err != nil {
+		return 0, err
+	}
+	return r.NumPending, nil
+}
+
+// gone reports whether err says the consumer no longer exists (reaped
+// while idle, lost with a server).
+func gone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || strings.Contains(err.Error(), "consumer not found")
+}
+
+// recreate creates the consumer again after cursor (repeats, never skips).
+func (dc *deviceConsumer) recreate(ctx context.Context, cursor uint64) error {
+	cfg, err := streams.DeviceConsumerConfig(dc.p, dc.uid, dc.device, cursor+1, dc.opts.idleReap)
+	if err != nil {
+		return err
+	}
+	cons, err := dc.js.CreateOrUpdateConsumer(ctx, dc.stream, cfg)
+	if err != nil {
+		return err
+	}
+	dc.recreated.Inc()
+	dc.setHandle(cons)
+	return nil
+}
+
+// info reads the consumer's state from the server.
+func (dc *deviceConsumer) info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	return dc.handle().Info(ctx)
+}
+
+// fetch pulls up to n deliveries.
+func (dc *deviceConsumer) fetch(n int) (jetstream.MessageBatch, error) {
+	// NumPending said n are there: Fetch returns as soon as it has them.
+	return dc.handle().Fetch(n, jetstream.FetchMaxWait(2*time.Second))
+}
+
+// lastEntrySeq returns the stream sequence of the newest entry of the
+// user's inbox (0: none): a direct get by subject, no pull request that
+// could outlive the session.
+func (dc *deviceConsumer) lastEntrySeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := dc.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+dc.stream+"."+dc.subject, nil)
+	if err != nil {
+		return 0, fmt.Errorf("newest inbox entry: %w", err)
+	}
+	switch m.Header.Get("Status") {
+	case "":
+	case "404":
+		return 0, nil
+	default:
+		return 0, fmt.Errorf("newest inbox entry: status %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
+	}
+	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("newest inbox entry: bad %s header %q", jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
+	}
+	return seq, nil
+}
+
+// tailState is what a session knows of its consumer's position and the
+// deliveries it holds; the session's mutex guards it.
+type tailState struct {
+	at         uint64    // the consumer's next delivery (0: must be repositioned)
+	ackedFloor uint64    // the consumer's ack floor as last set by us
+	lastSync   time.Time // last reposition in archive mode
+	msgs       []tailMsg // deliveries not yet acknowledged
+	left       uint64    // NumPending after the last fetch
+	known      bool      // left is current
+	verified   bool      // a fetch found the tail empty since known was last set from NumPending
+	nextDseq   uint64    // the consumer sequence the next delivery must have (0: unknown)
+}
+
+type tailMsg struct {
+	seq uint64
+	msg jetstream.Msg
+}
+
+// opened takes the position open found.
+func (t *tailState) opened(o openedConsumer) {
+	t.at, t.ackedFloor = o.at, o.cursor
+	t.left, t.known, t.verified = o.pending, o.at == o.cursor+1, false
+	t.nextDseq = o.nextDseq // a reset restarts delivery sequences
+}
+
+// stale: the stream may have grown (a live entry, a NATS reconnect); the
+// tail has to be read to cover it.
+func (t *tailState) stale() {
+	t.known = false
+	t.verified = false
+}
+
+// placed: the consumer was reset to deliver cursor+1 next.
+func (t *tailState) placed(cursor, left uint64) {
+	t.at, t.ackedFloor, t.nextDseq = cursor+1, cursor, 1
+	t.left, t.known, t.verified = left, true, false
+	t.msgs = t.msgs[:0]
+}
+
+// synced: the consumer's ack floor was moved up to c (entries served from
+// the archive were never delivered by it).
+func (t *tailState) synced(c uint64, now time.Time) {
+	t.ackedFloor, t.lastSync = max(t.ackedFloor, c), now
+	t.nextDseq = 1
+	if t.at != 0 {
+		t.at = c + 1
+		t.stale()
+		t.msgs = t.msgs[:0]
+	}
+}
+
+// skipped: coverage jumped (an ack_range); the consumer is moved there
+// once the cursor stands at it.
+func (t *tailState) skipped() {
+	t.at = 0
+	t.stale()
+	t.msgs = t.msgs[:0]
+}
+
+// orphaned: deliveries went to a pull request nobody read; the consumer
+// must be put back at the cursor.
+func (t *tailState) orphaned() {
+	t.at, t.nextDseq = 0, 0
+	t.stale()
+}
+
+// recreated: the consumer was created again after cursor.
+func (t *tailState) recreated(cursor uint64) {
+	t.at, t.ackedFloor, t.nextDseq = 0, cursor, 0
+	t.stale()
+	t.msgs = t.msgs[:0]
+}
+
+// fetched takes what a fetch delivered, up to stream seq last.
+func (t *tailState) fetched(delivered []tailMsg, last, left, nextDseq uint64) {
+	t.msgs = append(t.msgs, delivered...)
+	t.at, t.left, t.known, t.verified = last+1, left, true, false
+	t.nextDseq = nextDseq
+}
+
+// ackUpTo acknowledges the newest delivery at or below cursor (AckPolicy
+// all: the consumer's ack floor moves there).
+func (t *tailState) ackUpTo(cursor uint64) {
+	i, found := slices.BinarySearchFunc(t.msgs, cursor, func(m tailMsg, seq uint64) int {
+		switch {
+		case m.seq < seq:
+			return -1
+		case m.seq > seq:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		i--
+	}
+	if i >= 0 {
+		_ = t.msgs[i].msg.Ack()
+		t.ackedFloor = t.msgs[i].seq
+		t.msgs = t.msgs[i+1:]
+	}
+}
+
+// recover handles a consumer that vanished under the session (reaped while
+// idle, lost with a server): it is recreated at the cursor, and the step
+// is tried again (errRetry).
+func (s *session) recover(ctx context.Context, err error) error {
+	if !gone(err) {
+		return err
+	}
+	s.mu.Lock()
+	cursor := s.led.Cursor()
+	s.mu.Unlock()
+	if cerr := s.cons.recreate(ctx, cursor); cerr != nil {
+		return fmt.Errorf("recreate consumer after %v: %w", err, cerr)
+	}
+	s.mu.Lock()
+	s.tail.recreated(cursor)
+	s.mu.Unlock()
+	return errRetry
+}
+
+// syncConsumer moves the consumer's ack floor up to the cursor where acks
+// did not (entries served from the archive were never delivered by it).
+// Outside of final it runs at most once a second per session.
+func (s *session) syncConsumer(ctx context.Context, final bool) {
+	s.mu.Lock()
+	c := s.led.Cursor()
+	due := c > s.tail.ackedFloor && (final || time.Since(s.tail.lastSync) >= time.Second)
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	if _, err := s.cons.resetTo(ctx, c+1); err != nil {
+		s.g.log.Debug("move consumer to cursor", zap.String("consumer", s.consumer), zap.Error(err))
+		return
+	}
+	s.mu.Lock()
+	s.tail.synced(c, time.Now())
+	s.mu.Unlock()
+}

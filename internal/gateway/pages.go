@@ -1,0 +1,398 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/inboxd/inboxd/internal/gateway/ledger"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/wire"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// Backfill pages come from two sources: the Postgres archive (older
+// ranges, one indexed read with the bodies) and the device consumer (the
+// tail the archiver has not copied yet). Both open a page the same way
+// (openPage) and hand it over the same way (sendPage).
+
+// page is one backfill batch on its way to the writer (pooled).
+type page struct {
+	hdr     wire.BatchHeader
+	msgs    []wire.Message
+	entries []ledger.Entry // what the ledger records of msgs
+	idx     []int
+}
+
+var pagePool = sync.Pool{New: func() any { return new(page) }}
+
+func getPage() *page { return pagePool.Get().(*page) }
+
+func putPage(pg *page) {
+	for i := range pg.msgs {
+		pg.msgs[i].Text = "" // do not pin bodies
+	}
+	pg.msgs, pg.entries, pg.idx = pg.msgs[:0], pg.entries[:0], pg.idx[:0]
+	pg.hdr = wire.BatchHeader{}
+	pagePool.Put(pg)
+}
+
+// openPage is the opening every page read shares: the session's first
+// page is small (firstPageSize), the backfill budget is taken for it, and
+// a slot of the gateway's page gate (first pages ahead of later ones). It
+// returns the page's size, at most limit, and the release of the slot.
+func (s *session) openPage(ctx context.Context, limit int) (int, func(), error) {
+	s.mu.Lock()
+	first := s.led.PagesSent() == 0
+	s.mu.Unlock()
+	n := limit
+	if first {
+		n = min(n, firstPageSize)
+	}
+	if err := s.budget.wait(ctx, n); err != nil {
+		return 0, nil, err
+	}
+	release, err := s.g.pageGate.acquire(ctx, first)
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, release, nil
+}
+
+// archivePage hands over the next page of what the archive holds.
+func (s *session) archivePage(ctx context.Context, covered uint64, info partInfo) (bool, error) {
+	n, release, err := s.openPage(ctx, s.prof.pageSize)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	pg := getPage()
+	pg.msgs, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], s.uid, covered, info.archived, n)
+	if err != nil {
+		putPage(pg)
+		return false, err
+	}
+	s.g.metrics.pages.WithLabelValues("archive").Inc()
+	upTo := info.archived
+	if len(pg.msgs) == n {
+		upTo = pg.msgs[n-1].Seq
+	}
+	return s.sendPage(pg, covered, upTo, true)
+}
+
+// positionTail makes sure the consumer delivers from covered+1 (or from
+// the cursor, from where entries up to covered are read again and
+// skipped). It reports false when the tail must wait for confirmations.
+func (s *session) positionTail(ctx context.Context, covered, cursor uint64) (bool, error) {
+	s.mu.Lock()
+	at, inFlight := s.tail.at, s.led.Pages()
+	s.mu.Unlock()
+	if at == covered+1 {
+		return true, nil
+	}
+	// The consumer may only be put at a confirmed position: at the cursor.
+	// While backfill pages are out (the end of an archive drain), wait for
+	// their confirmation instead: it brings the cursor to covered. Also
+	// wait when the stretch is long (a live entry with much traffic after
+	// it).
+	if cursor < covered && (inFlight > 0 || covered-cursor > uint64(s.g.opts.TailScan)) {
+		// Nothing more comes before the device confirms. If what it owes
+		// is not backfill (a live entry it holds back, waiting for earlier
+		// messages of its conversation), say so (has_more=false): it stops
+		// waiting and confirms.
+		if inFlight == 0 {
+			s.finish()
+		}
+		return false, nil
+	}
+	if at == cursor+1 {
+		return true, nil
+	}
+	left, err := s.cons.resetTo(ctx, cursor+1)
+	if err != nil {
+		return false, s.recover(ctx, err)
+	}
+	s.mu.Lock()
+	s.tail.placed(cursor, left)
+	s.mu.Unlock()
+	return true, nil
+}
+
+// tailPage hands over the next page of the consumer's tail.
+func (s *session) tailPage(ctx context.Context) (bool, error) {
+	left, err := s.tailPending(ctx)
+	if err != nil {
+		return false, err
+	}
+	if left == 0 {
+		done, err := s.caughtUp(ctx)
+		if err != nil {
+			return false, err
+		}
+		if done {
+			s.finish()
+			return false, nil
+		}
+		left = 1 // there is more than NumPending said: read it
+	}
+	n, release, err := s.openPage(ctx, int(min(left, uint64(s.prof.pageSize))))
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	f, err := s.fetchTail(ctx, n, left)
+	if err != nil {
+		return false, err
+	}
+	if f.orphans {
+		s.g.metrics.orphans.Inc()
+		s.mu.Lock()
+		s.tail.orphaned()
+		s.mu.Unlock()
+		putPage(f.pg)
+		return true, nil // the next step repositions the consumer at the cursor
+	}
+	if len(f.delivered) == 0 {
+		// NumPending said there was more, the fetch brought nothing (it
+		// timed out, or the consumer is at max_ack_pending): try again
+		// shortly rather than wait for a poke that may not come.
+		s.mu.Lock()
+		s.tail.stale()
+		s.mu.Unlock()
+		putPage(f.pg)
+		return false, errRetry
+	}
+	s.g.metrics.pages.WithLabelValues("tail").Inc()
+	s.mu.Lock()
+	s.tail.fetched(f.delivered, f.last, f.left, f.nextDseq)
+	s.mu.Unlock()
+	// Bodies of what the device does not have from the live lane.
+	if err := s.fillBodies(ctx, f.pg); err != nil {
+		putPage(f.pg)
+		return false, err
+	}
+	more, err := s.sendPage(f.pg, f.from, f.last, f.left > 0)
+	return more || f.left > 0, err
+}
+
+// tailPending returns the consumer's NumPending: as the last fetch left it
+// when that is still current, else from the server.
+func (s *session) tailPending(ctx context.Context) (uint64, error) {
+	s.mu.Lock()
+	left, known := s.tail.left, s.tail.known
+	s.mu.Unlock()
+	if known {
+		return left, nil
+	}
+	ci, err := s.cons.info(ctx)
+	if err != nil {
+		return 0, s.recover(ctx, err)
+	}
+	return ci.NumPending, nil
+}
+
+// caughtUp reports whether the tail is empty when NumPending says so.
+// NumPending has been seen to lag behind the stream under faults: before
+// calling the device caught up, the stream is asked for the inbox's newest
+// entry.
+func (s *session) caughtUp(ctx context.Context) (bool, error) {
+	s.mu.Lock()
+	verified, covered := s.tail.verified, s.led.Covered()
+	s.mu.Unlock()
+	if verified {
+		return true, nil
+	}
+	last, err := s.cons.lastEntrySeq(ctx)
+	if err != nil {
+		return false, err
+	}
+	verified = last <= covered
+	s.mu.Lock()
+	s.tail.verified = verified
+	s.mu.Unlock()
+	return verified, nil
+}
+
+// tailFetch is what one fetch from the consumer brought.
+type tailFetch struct {
+	pg        *page
+	delivered []tailMsg
+	from      uint64 // covered when the fetch started: the page covers (from, last]
+	last      uint64 // the newest stream seq delivered (from when none)
+	nextDseq  uint64 // the consumer sequence the next delivery must have
+	left      uint64 // NumPending after the last delivery
+	orphans   bool   // deliveries went to a pull request nobody read: drop this fetch
+}
+
+// fetchTail fetches up to n deliveries and decodes them into a page.
+func (s *session) fetchTail(ctx context.Context, n int, left uint64) (tailFetch, error) {
+	batch, err := s.cons.fetch(n)
+	if err != nil {
+		return tailFetch{}, s.recover(ctx, err)
+	}
+	s.mu.Lock()
+	f := tailFetch{pg: getPage(), from: s.led.Covered(), nextDseq: s.tail.nextDseq, left: left}
+	s.mu.Unlock()
+	f.last = f.from
+	for m := range batch.Messages() {
+		md, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		// Every delivery of the consumer has the next consumer sequence. A
+		// jump means deliveries went to a pull request nobody read (an
+		// expiring fetch, a replaced session): those entries count as
+		// delivered and an ack above them would confirm them. Never: drop
+		// this fetch and put the consumer back at the cursor.
+		if f.nextDseq != 0 && md.Sequence.Consumer != f.nextDseq {
+			f.orphans = true
+		}
+		f.nextDseq = md.Sequence.Consumer + 1
+		if f.orphans {
+			continue
+		}
+		f.left = md.NumPending
+		if md.Sequence.Stream <= f.last {
+			continue // a redelivery of something already covered
+		}
+		f.last = md.Sequence.Stream
+		f.delivered = append(f.delivered, tailMsg{f.last, m})
+		e, err := streams.DecodeEntry(m.Data())
+		if err != nil {
+			s.g.log.Error("undecodable inbox entry", zap.String("subject", m.Subject()), zap.Uint64("seq", f.last), zap.Error(err))
+			continue
+		}
+		f.pg.msgs = append(f.pg.msgs, e.Wire(f.last))
+	}
+	if err := batch.Error(); err != nil && len(f.delivered) == 0 && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+		putPage(f.pg)
+		return tailFetch{}, s.recover(ctx, err)
+	}
+	return f, nil
+}
+
+// fillBodies sets the text of the page's messages that the device does not
+// have from the live lane (the live lane carries bodies).
+func (s *session) fillBodies(ctx context.Context, pg *page) error {
+	s.mu.Lock()
+	need := pg.idx[:0]
+	for i := range pg.msgs {
+		if !s.led.SentAhead(pg.msgs[i].Seq) && pg.msgs[i].EventType == 0 {
+			need = append(need, i)
+		}
+	}
+	s.mu.Unlock()
+	pg.idx = need
+	return s.g.bodies.fill(ctx, len(need),
+		func(i int) int64 { return pg.msgs[need[i]].MsgID },
+		func(i int, t string) { pg.msgs[need[i]].Text = t })
+}
+
+// sendPage records a page covering (from, upTo] in the ledger (entries
+// already sent ahead are dropped from it) and queues it. It reports
+// whether the pump should go on.
+func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, error) {
+	s.mu.Lock()
+	if s.closed || s.led.Covered() != from {
+		// Covered moved meanwhile (an ack_range): read again from there.
+		closed := s.closed
+		s.mu.Unlock()
+		putPage(pg)
+		return !closed, nil
+	}
+	kept := pg.msgs[:0]
+	pg.entries = pg.entries[:0]
+	for _, m := range pg.msgs {
+		if m.Seq <= from || m.Seq > upTo || s.led.SentAhead(m.Seq) {
+			continue
+		}
+		kept = append(kept, m)
+		pg.entries = append(pg.entries, ledgerEntry(&m))
+	}
+	pg.msgs = kept
+	id, moved, _ := s.led.Page(from, upTo, pg.entries, time.Now())
+	if moved {
+		s.cursorMovedLocked()
+	}
+	if len(pg.msgs) == 0 {
+		// Nothing of the device's in this range (or all of it went
+		// ahead): coverage alone moved the cursor.
+		s.mu.Unlock()
+		putPage(pg)
+		return true, nil
+	}
+	s.needFinal = hasMore
+	s.armAckTimerLocked(s.g.opts.AckTimeout)
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: hasMore}
+	s.mu.Unlock()
+	if err := s.handOver(pg); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// handOver queues a recorded page for the writer.
+func (s *session) handOver(pg *page) error {
+	n := len(pg.msgs) // pg belongs to the writer once queued
+	if !s.c.enqueueBackfill(pg) {
+		return errors.New("connection closed")
+	}
+	s.g.metrics.backfillMessages.Add(float64(n))
+	return nil
+}
+
+// ledgerEntry is what the ledger keeps of a message handed over.
+func ledgerEntry(m *wire.Message) ledger.Entry {
+	return ledger.Entry{Seq: m.Seq, Message: m.EventType == 0, Info: ledger.Info{Conv: m.ConvID, ConvSeq: m.ConvSeq, Sender: m.SenderUID}}
+}
+
+// finish tells the device that no more backfill comes for now (the last
+// page said more): the backfill is done, or waits for confirmations.
+func (s *session) finish() {
+	s.mu.Lock()
+	need := s.needFinal
+	s.needFinal = false
+	s.mu.Unlock()
+	if need {
+		pg := getPage()
+		pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL}
+		s.c.enqueueBackfill(pg)
+	}
+}
+
+// sendNewest sends the newest page of the device's backlog first (offline
+// too long): its entries are treated like live ones, so the background
+// drain from the cursor skips them; the cursor still moves only over what
+// is confirmed.
+func (s *session) sendNewest(ctx context.Context) error {
+	arch, err := s.g.st.ArchiveProgress(ctx) // fresh: the cached mark may be a refresh behind
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	cursor := s.led.Cursor()
+	s.mu.Unlock()
+	pg := getPage()
+	pg.msgs, err = s.g.st.NewestPage(ctx, pg.msgs[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
+	if err != nil || len(pg.msgs) == 0 {
+		putPage(pg)
+		return err
+	}
+	pg.entries = pg.entries[:0]
+	for i := range pg.msgs {
+		pg.entries = append(pg.entries, ledgerEntry(&pg.msgs[i]))
+	}
+	s.mu.Lock()
+	id := s.led.Newest(pg.entries, time.Now())
+	s.needFinal = true
+	s.armAckTimerLocked(s.g.opts.AckTimeout)
+	// Newest: the page is ahead of conv_seq order (the drain brings the
+	// older entries after it); a client must not take its gaps for holes.
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true, Newest: true}
+	s.mu.Unlock()
+	return s.handOver(pg)
+}

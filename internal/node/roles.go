@@ -1,0 +1,118 @@
+package node
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/inboxd/inboxd/internal/admin"
+	"github.com/inboxd/inboxd/internal/archive"
+	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/fanout"
+	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/streams"
+)
+
+// startSyncer starts the admin API and the archiver, whose loop runs until
+// run ends.
+func (n *Node) startSyncer(run context.Context, layout streams.Layout, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
+	var err error
+	if n.admin, err = admin.Start(n.NC, js, layout, n.Store, n.log.Named("admin")); err != nil {
+		return err
+	}
+	// The archiver reads every inbox entry: on its own connection, so
+	// that in an all-in-one process its deliveries do not queue the
+	// gateway's and the fanout's traffic.
+	ajs := js
+	if roles&(config.RoleGateway|config.RoleFanout) != 0 {
+		if n.archNC, err = login.connect("inboxd-archiver", n.log); err != nil {
+			return err
+		}
+		if ajs, err = jetstream.New(n.archNC); err != nil {
+			return err
+		}
+	}
+	arch := archive.New(archive.Options{Layout: layout}, n.log.Named("archive"), ajs, n.Store, reg)
+	n.runLoop(run, "archiver", arch.Run)
+	return nil
+}
+
+// startFanout creates the fanout's consumers (within ctx) and starts its
+// loop, which runs until run ends.
+func (n *Node) startFanout(ctx, run context.Context, cfg config.Config, js jetstream.JetStream, reg prometheus.Registerer) error {
+	var err error
+	n.Fanout, err = fanout.New(fanout.Options{Layout: cfg.Layout, NodeID: cfg.NodeID, BatchSize: cfg.BatchSize},
+		n.log.Named("fanout"), n.NC, n.Store, reg)
+	if err != nil {
+		return err
+	}
+	if err := streams.EnsureFanoutConsumers(ctx, js, cfg.Layout); err != nil {
+		return err
+	}
+	n.runLoop(run, "fanout", n.Fanout.Run)
+	return nil
+}
+
+// startGateway starts the gateway's listeners; its sessions run until run
+// ends or Close shuts it down.
+func (n *Node) startGateway(run context.Context, cfg config.Config, login natsLogin, reg prometheus.Registerer) error {
+	verifier, err := tokenVerifier(cfg, n.log)
+	if err != nil {
+		return err
+	}
+	tlsConf, err := tlsConfig(cfg)
+	if err != nil {
+		return err
+	}
+	// Backfill reads get a NATS connection of their own: in a login
+	// storm their deliveries would otherwise queue live entries and
+	// sends behind them on one TCP connection.
+	if n.bulkNC, err = login.connect("inboxd-gateway-backfill", n.log); err != nil {
+		return err
+	}
+	n.Gateway, err = gateway.New(gateway.Options{
+		WSAddr: cfg.WSAddr, TCPAddr: cfg.TCPAddr, Layout: cfg.Layout, Heartbeat: cfg.Heartbeat,
+		DeviceIdleReap: cfg.DeviceReap, TailScan: cfg.TailScan,
+		NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax,
+		OfflineThreshold: cfg.OfflineThreshold, PullRate: rate.Limit(cfg.PullRate),
+		MaxConnsPerUser: cfg.MaxConnsPerUser, SendRate: rate.Limit(cfg.SendRate), TLS: tlsConf,
+		DeviceSeenEvery: cfg.DeviceSeenEvery, Backfill: n.bulkNC,
+	}, n.log.Named("gateway"), n.NC, n.Store, verifier, reg)
+	if err != nil {
+		return err
+	}
+	return n.Gateway.Start(run)
+}
+
+// runLoop runs a role's loop until ctx ends; Close waits for it. An end
+// other than by Close is logged as "<what> stopped".
+func (n *Node) runLoop(ctx context.Context, what string, loop func(context.Context) error) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := loop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			n.log.Error(what+" stopped", zap.Error(err))
+		}
+	}()
+}
+
+// roleNames names roles for logs and NATS connection names ("nats+gateway").
+func roleNames(r config.Role) string {
+	var s string
+	for _, x := range []struct {
+		r config.Role
+		n string
+	}{{config.RoleEmbeddedNATS, "nats"}, {config.RoleGateway, "gateway"}, {config.RoleFanout, "fanout"}, {config.RoleSyncer, "syncer"}} {
+		if r&x.r != 0 {
+			if s != "" {
+				s += "+"
+			}
+			s += x.n
+		}
+	}
+	return s
+}
