@@ -36,13 +36,25 @@ type plan struct {
 	sendEvery              time.Duration // between sends of one sender goroutine
 	senders                int
 	faultEvery             time.Duration
-	minFaults              int // process and network faults at least
+	minFaults              int // process and network faults at least, each kind of faultKinds once at least
+	// offlineThreshold is the gateway's --offline-threshold: low, so that a
+	// device sent away by the workload comes back offline too long (newest
+	// page first) within the run.
+	offlineThreshold int
 }
 
 var plans = map[string]plan{
-	"short": {users: 16, groups: 3, directs: 8, messages: 3000, sendEvery: 20 * time.Millisecond, senders: 8, faultEvery: 1500 * time.Millisecond, minFaults: 6},
-	"long":  {users: 40, groups: 8, directs: 25, messages: 100000, sendEvery: 12 * time.Millisecond, senders: 16, faultEvery: time.Second, minFaults: 100},
+	"short": {users: 16, groups: 3, directs: 8, messages: 3000, sendEvery: 20 * time.Millisecond, senders: 8, faultEvery: 1500 * time.Millisecond, minFaults: 6, offlineThreshold: 150},
+	"long":  {users: 40, groups: 8, directs: 25, messages: 100000, sendEvery: 12 * time.Millisecond, senders: 16, faultEvery: time.Second, minFaults: 100, offlineThreshold: 1000},
 }
+
+// pageSize is the backfill page of each device kind (docs/protocol.md), the
+// size of a newest page.
+var pageSize = map[string]int{"mobile": 100, "desktop": 500}
+
+// faultKinds are the process and network faults the suite injects; every
+// run has each of them at least once.
+var faultKinds = []string{"kill-gateway", "kill-fanout", "kill-syncer", "restart-nats", "restart-postgres", "half-open"}
 
 func TestChaos(t *testing.T) {
 	mode := os.Getenv("INBOXD_CHAOS")
@@ -53,7 +65,7 @@ func TestChaos(t *testing.T) {
 	if v := os.Getenv("INBOXD_CHAOS_MESSAGES"); v != "" {
 		pl.messages, _ = strconv.Atoi(v)
 	}
-	h := startHarness(t)
+	h := startHarness(t, pl)
 	w := newWorld(t, h, pl)
 	w.run()
 	w.report()
@@ -73,7 +85,7 @@ type harness struct {
 	httpGW   string
 }
 
-func startHarness(t *testing.T) *harness {
+func startHarness(t *testing.T, pl plan) *harness {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	out, err := exec.Command("go", "build", "-o", bin+"/", "../../cmd/inboxd", "../../cmd/gateway", "../../cmd/fanout", "../../cmd/syncer").CombinedOutput()
@@ -89,11 +101,7 @@ func startHarness(t *testing.T) *harness {
 	h.gateway = newProc(t, dir, "gateway", bin+"/gateway", append([]string{"--nats", natsURL, "--tcp", "127.0.0.1:" + strconv.Itoa(h.tcpPort),
 		"--ws", "127.0.0.1:0", "--http", h.httpGW, "--heartbeat", "2s", "--token-secret", testenv.Secret,
 		"--new-device-max", "1000000000", "--send-rate", "100000", "--pull-rate", "1000",
-		// A device offline for more than the threshold gets its newest page
-		// first, ahead of conv_seq order by design (docs/protocol.md); the
-		// order oracle checks the in-order delivery, so the suite keeps
-		// every device under it (internal/e2e covers the newest page).
-		"--offline-threshold", "100000000"}, common...)...)
+		"--offline-threshold", strconv.Itoa(pl.offlineThreshold)}, common...)...)
 	h.fanout = newProc(t, dir, "fanout", bin+"/fanout", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0", "--node-id", "1"}, common...)...)
 	h.syncer = newProc(t, dir, "syncer", bin+"/syncer", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0"}, common...)...)
 	t.Cleanup(func() {
@@ -132,21 +140,65 @@ func (h *harness) waitHealthy(within time.Duration) time.Duration {
 
 func (h *harness) natsURL() string { return "nats://127.0.0.1:" + strconv.Itoa(h.natsPort) }
 
-// restartPostgres restarts the local cluster (fast shutdown: connections
-// are cut mid-flight). It needs root; elsewhere the fault is skipped.
-func restartPostgres() error {
-	out, err := exec.Command("pg_lsclusters", "-h").Output()
+// restartPostgres restarts the local cluster that serves url, found by its
+// port in pg_lsclusters (fast shutdown: connections are cut mid-flight).
+// It needs the Debian cluster tools and the right to run pg_ctlcluster; a
+// failure fails the run (a run without the fault would not show it).
+func restartPostgres(url string) error {
+	version, name, err := clusterOf(url)
 	if err != nil {
 		return err
 	}
-	f := strings.Fields(strings.Split(string(out), "\n")[0])
-	if len(f) < 2 {
-		return fmt.Errorf("no cluster in %q", out)
-	}
-	if b, err := exec.Command("pg_ctlcluster", f[0], f[1], "restart", "-m", "fast").CombinedOutput(); err != nil {
-		return fmt.Errorf("%v: %s", err, b)
+	if b, err := exec.Command("pg_ctlcluster", version, name, "restart", "-m", "fast").CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctlcluster %s %s restart: %w: %s", version, name, err, b)
 	}
 	return nil
+}
+
+// clusterOf finds the local cluster (version and name) listening on url's
+// port: the suite must restart the Postgres it uses, not whichever cluster
+// pg_lsclusters lists first.
+func clusterOf(url string) (version, name string, err error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return "", "", err
+	}
+	if cfg.Host != "127.0.0.1" && cfg.Host != "localhost" && cfg.Host != "::1" && !strings.HasPrefix(cfg.Host, "/") {
+		return "", "", fmt.Errorf("postgres at %s is not local: cannot restart it", cfg.Host)
+	}
+	out, err := exec.Command("pg_lsclusters", "-h").Output()
+	if err != nil {
+		return "", "", fmt.Errorf("pg_lsclusters: %w", err)
+	}
+	return clusterOnPort(string(out), int(cfg.Port))
+}
+
+// clusterOnPort finds the cluster on port in the output of `pg_lsclusters -h`.
+func clusterOnPort(lsclusters string, port int) (version, name string, err error) {
+	p := strconv.Itoa(port)
+	for _, line := range strings.Split(lsclusters, "\n") {
+		// Ver Cluster Port Status Owner Data-directory Log-file
+		if f := strings.Fields(line); len(f) >= 3 && f[2] == p {
+			return f[0], f[1], nil
+		}
+	}
+	return "", "", fmt.Errorf("no local cluster on port %d in pg_lsclusters: %q", port, lsclusters)
+}
+
+// The suite restarts the cluster of its database URL, not the first one
+// listed (which restarted a shared cluster under other tests).
+func TestClusterOnPort(t *testing.T) {
+	const ls = "15  main    5432 online postgres /var/lib/postgresql/15/main  /var/log/postgresql/postgresql-15-main.log\n" +
+		"15  chaos   5433 online postgres /var/lib/postgresql/15/chaos /var/log/postgresql/postgresql-15-chaos.log\n"
+	for port, want := range map[int]string{5432: "15/main", 5433: "15/chaos"} {
+		v, n, err := clusterOnPort(ls, port)
+		if err != nil || v+"/"+n != want {
+			t.Fatalf("port %d: %s/%s %v, want %s", port, v, n, err, want)
+		}
+	}
+	if _, _, err := clusterOnPort(ls, 5434); err == nil {
+		t.Fatal("port 5434: found a cluster in a listing without one")
+	}
 }
 
 // ---------------------------------------------------------------- the world
@@ -171,6 +223,7 @@ type sent struct {
 type device struct {
 	uid   int64
 	name  string
+	kind  string // device_kind: mobile or desktop
 	proxy *testenv.Proxy
 
 	mu       sync.Mutex
@@ -180,7 +233,10 @@ type device struct {
 	apps     int                      // app starts (client instances)
 	dups     int                      // handed over although stored (after the client's dedupe)
 	watched  map[int64]bool
-	wireDups int // dropped by the client package's dedupe
+	wireDups int  // dropped by the client package's dedupe
+	away     bool // sent away by the workload: connect leaves it offline
+	tooLong  int  // app starts whose welcome said offline_too_long
+	newest   int  // messages handed over on the newest lane (offline too long)
 }
 
 // handed is one message handed to the app (for the order check and its
@@ -205,13 +261,14 @@ type world struct {
 	sentMu  sync.Mutex
 	sent    map[string]*sent
 	faults  map[string]int
+	failed  map[string]error // fault kinds that could not be injected
 	recover map[string][]time.Duration
 	stuck   int // devices that needed a fresh connection at the end
 }
 
 func newWorld(t *testing.T, h *harness, pl plan) *world {
 	w := &world{t: t, h: h, pl: pl, rng: rand.New(rand.NewPCG(1, 2)), byUser: map[int64][]int{},
-		sent: map[string]*sent{}, faults: map[string]int{}, recover: map[string][]time.Duration{}}
+		sent: map[string]*sent{}, faults: map[string]int{}, failed: map[string]error{}, recover: map[string][]time.Duration{}}
 	nc, err := nats.Connect(h.natsURL(), nats.UserInfo(string(natsauth.Admin), natsauth.Password(natsauth.Admin)))
 	if err != nil {
 		t.Fatal(err)
@@ -251,14 +308,15 @@ func newWorld(t *testing.T, h *harness, pl plan) *world {
 		}
 		add(true, members)
 	}
-	// Every user has a phone; every third a desktop too.
+	// Every user has a phone (the mobile profile: pages of 100, one at a
+	// time); every third a desktop too (pages of 500, two).
 	for u := 1; u <= pl.users; u++ {
 		if len(w.byUser[int64(u)]) == 0 {
 			continue
 		}
-		w.devices = append(w.devices, w.newDevice(int64(u), "phone"))
+		w.devices = append(w.devices, w.newDevice(int64(u), "phone", "mobile"))
 		if u%3 == 0 {
-			w.devices = append(w.devices, w.newDevice(int64(u), "desktop"))
+			w.devices = append(w.devices, w.newDevice(int64(u), "desktop", "desktop"))
 		}
 	}
 	return w
@@ -270,8 +328,8 @@ func (w *world) intn(n int) int {
 	return w.rng.IntN(n)
 }
 
-func (w *world) newDevice(uid int64, name string) *device {
-	return &device{uid: uid, name: name, proxy: testenv.StartProxy(w.t, "127.0.0.1:"+strconv.Itoa(w.h.tcpPort)),
+func (w *world) newDevice(uid int64, name, kind string) *device {
+	return &device{uid: uid, name: name, kind: kind, proxy: testenv.StartProxy(w.t, "127.0.0.1:"+strconv.Itoa(w.h.tcpPort)),
 		stored: map[int64]client.Message{}, order: map[int64][]handed{}}
 }
 
@@ -279,13 +337,13 @@ func (w *world) newDevice(uid int64, name string) *device {
 func (d *device) connect(t *testing.T) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.c != nil {
+	if d.c != nil || d.away {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, client.Options{
-		URL: "tcp://" + d.proxy.Addr(), Token: testenv.Token(t, d.uid, d.name),
+		URL: "tcp://" + d.proxy.Addr(), Token: testenv.Token(t, d.uid, d.name), DeviceKind: d.kind,
 		Handler: d.handle, Delivered: d.has, LastConvSeq: d.lastConvSeq, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second,
 	})
 	if err != nil {
@@ -293,16 +351,33 @@ func (d *device) connect(t *testing.T) error {
 	}
 	d.c = c
 	d.apps++
+	if c.Welcome().GetOfflineTooLong() {
+		d.tooLong++
+	}
 	return nil
 }
 
-// lastConvSeq is the highest conv_seq of a conversation in the app's store.
+// setAway holds the device offline (true) or lets it connect again.
+func (d *device) setAway(away bool) {
+	d.mu.Lock()
+	d.away = away
+	d.mu.Unlock()
+}
+
+// lastConvSeq is where the app's store has a conversation in order: the
+// highest conv_seq handed over in order. A newest page (offline too long)
+// is ahead of that by design and does not count: the messages before it
+// are still to come, and after a restart of the app the client must wait
+// for them, not take them as late; the newest ones are in the store
+// (Delivered) and skipped when the drain reaches them.
 func (d *device) lastConvSeq(conv int64) int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var last int64
 	for _, h := range d.order[conv] {
-		last = max(last, h.convSeq)
+		if h.lane != "newest" {
+			last = max(last, h.convSeq)
+		}
 	}
 	return last
 }
@@ -328,6 +403,9 @@ func (d *device) handle(m client.Message) error {
 		return nil
 	}
 	d.stored[m.MsgID] = m
+	if m.Lane == "newest" {
+		d.newest++
+	}
 	d.order[m.ConvID] = append(d.order[m.ConvID], handed{convSeq: m.ConvSeq, seq: m.Seq, lane: m.Lane, app: d.apps, at: time.Now()})
 	return nil
 }
@@ -371,15 +449,22 @@ func (w *world) run() {
 			w.sender(s, per)
 		}(s)
 	}
-	// Devices come and go; faults hit the system.
-	done := make(chan struct{})
+	// Devices come and go, some for long; faults hit the system.
+	done, sendersDone := make(chan struct{}), make(chan struct{})
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(3)
 	go func() { defer bg.Done(); w.churn(done) }()
 	go func() { defer bg.Done(); w.inject(done) }()
+	go func() { defer bg.Done(); w.sendAway(sendersDone) }()
 	wg.Wait()
-	// Keep injecting until the plan's fault count is reached.
-	for w.systemFaults() < w.pl.minFaults {
+	close(sendersDone)
+	// Keep injecting until the plan's fault count is reached, each kind
+	// at least once.
+	for deadline := time.Now().Add(3 * time.Minute); w.systemFaults() < w.pl.minFaults || len(w.missingFaults()) > 0; {
+		if time.Now().After(deadline) {
+			t.Errorf("after 3 minutes more: %d faults of %d, never %v", w.systemFaults(), w.pl.minFaults, w.missingFaults())
+			break
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	close(done)
@@ -471,6 +556,62 @@ func (w *world) run() {
 	for _, d := range w.devices {
 		d.disconnect()
 	}
+}
+
+// missingFaults are the kinds of faultKinds not injected yet (and not
+// failed: a failure fails the run, trying again would only delay it).
+func (w *world) missingFaults() []string {
+	w.sentMu.Lock()
+	defer w.sentMu.Unlock()
+	var out []string
+	for _, k := range faultKinds {
+		if w.faults[k] == 0 && w.failed[k] == nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// sendAway keeps one device at a time offline until the messages stored
+// for it since exceed the offline threshold and its newest page, then
+// brings it back: its login is offline too long, and the drain after the
+// newest page has older messages to deliver in order. It stops when the
+// senders are done (no backlog grows any more).
+func (w *world) sendAway(sendersDone <-chan struct{}) {
+	for {
+		select {
+		case <-sendersDone:
+			return
+		default:
+		}
+		d := w.devices[w.intn(len(w.devices))]
+		d.setAway(true)
+		d.disconnect()
+		from := w.storedFor(d.uid)
+	wait:
+		for w.storedFor(d.uid)-from <= w.pl.offlineThreshold+pageSize[d.kind] {
+			select {
+			case <-sendersDone:
+				break wait
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		d.setAway(false)
+		_ = d.connect(w.t) // on failure churn or the quiescence connects it
+	}
+}
+
+// storedFor counts the messages STORED so far in uid's conversations.
+func (w *world) storedFor(uid int64) int {
+	w.sentMu.Lock()
+	defer w.sentMu.Unlock()
+	n := 0
+	for _, s := range w.sent {
+		if s.msgID != 0 && slices.Contains(w.members(s.conv), uid) {
+			n++
+		}
+	}
+	return n
 }
 
 // systemFaults counts the injected process and network faults (kills,
@@ -640,8 +781,8 @@ func (w *world) churn(done chan struct{}) {
 // inject hits the system with one fault at a time and measures recovery:
 // the time from the fault's end until a probe send is STORED and delivered.
 func (w *world) inject(done chan struct{}) {
-	kinds := []string{"kill-gateway", "kill-fanout", "kill-syncer", "restart-nats", "restart-postgres", "half-open"}
-	probe := w.newDevice(1, "probe")
+	kinds := faultKinds
+	probe := w.newDevice(1, "probe", "desktop")
 	if err := probe.connect(w.t); err != nil {
 		w.t.Fatal(err)
 	}
@@ -655,6 +796,9 @@ func (w *world) inject(done chan struct{}) {
 		kind := kinds[i%len(kinds)]
 		if i >= len(kinds) {
 			kind = kinds[w.intn(len(kinds))]
+			if m := w.missingFaults(); len(m) > 0 {
+				kind = m[0]
+			}
 		}
 		down := time.Duration(300+w.intn(1500)) * time.Millisecond
 		switch kind {
@@ -675,8 +819,14 @@ func (w *world) inject(done chan struct{}) {
 			time.Sleep(down)
 			w.h.nats.up()
 		case "restart-postgres":
-			if err := restartPostgres(); err != nil {
-				w.t.Logf("postgres restart skipped: %v", err)
+			if err := restartPostgres(w.h.dbURL); err != nil {
+				w.sentMu.Lock()
+				first := w.failed[kind] == nil
+				w.failed[kind] = err
+				w.sentMu.Unlock()
+				if first {
+					w.t.Errorf("restart-postgres: %v", err)
+				}
 				continue
 			}
 		case "half-open":
@@ -782,11 +932,13 @@ func (w *world) report() {
 			stored[s.msgID] = s
 		}
 	}
-	var lost, dups, wireDups, orderViolations, phantoms, deliveries int
+	var lost, dups, wireDups, orderViolations, phantoms, deliveries, tooLong, newest int
 	for _, d := range w.devices {
 		d.mu.Lock()
 		dups += d.dups
 		wireDups += d.wireDups
+		tooLong += d.tooLong
+		newest += d.newest
 		for id := range d.stored {
 			if _, ok := stored[id]; !ok {
 				phantoms++
@@ -803,7 +955,17 @@ func (w *world) report() {
 				}
 			}
 		}
-		for conv, hs := range d.order {
+		// The newest page of an offline-too-long login is ahead of
+		// conv_seq order by design (it counts for loss and duplicates
+		// above); everything else comes in conv_seq order, the in-order
+		// drain skipping what the newest page handed over.
+		for conv, all := range d.order {
+			var hs []handed
+			for _, h := range all {
+				if h.lane != "newest" {
+					hs = append(hs, h)
+				}
+			}
 			for i := 1; i < len(hs); i++ {
 				if hs[i].convSeq <= hs[i-1].convSeq {
 					orderViolations++
@@ -862,6 +1024,7 @@ func (w *world) report() {
 	fmt.Fprintf(&b, "  lost: %d   duplicates on the wire (dropped by the client): %d   duplicates after dedupe: %d\n", lost, wireDups, dups)
 	fmt.Fprintf(&b, "  order violations: %d   conversations with conv_seq gaps: %d   messages never sent: %d\n", orderViolations, gaps, phantoms)
 	fmt.Fprintf(&b, "  devices incomplete after quiescence until reconnected (stuck sessions): %d\n", w.stuck)
+	fmt.Fprintf(&b, "  logins offline too long (--offline-threshold %d): %d   messages handed over on the newest lane: %d\n", w.pl.offlineThreshold, tooLong, newest)
 	fmt.Fprintf(&b, "  process starts: gateway %d, fanout %d, syncer %d, nats %d\n", w.h.gateway.starts, w.h.fanout.starts, w.h.syncer.starts, w.h.nats.starts)
 	t.Log("\n" + b.String())
 	if out := os.Getenv("INBOXD_CHAOS_REPORT"); out != "" {
@@ -869,6 +1032,19 @@ func (w *world) report() {
 	}
 	if lost > 0 || orderViolations > 0 || phantoms > 0 || gaps > 0 || dups > 0 || w.stuck > 0 {
 		t.Fatalf("guarantees broken: lost %d, order %d, phantom %d, gaps %d, dup after dedupe %d, stuck sessions %d", lost, orderViolations, phantoms, gaps, dups, w.stuck)
+	}
+	// The run must have been what it claims.
+	var missing []string
+	for _, k := range faultKinds {
+		if w.faults[k] == 0 {
+			missing = append(missing, fmt.Sprintf("%s (%v)", k, w.failed[k]))
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("faults never injected: %v", missing)
+	}
+	if tooLong == 0 || newest == 0 {
+		t.Fatalf("no device came back offline too long (%d logins, %d newest-lane messages): the oracle did not cover that mode", tooLong, newest)
 	}
 }
 

@@ -7,6 +7,15 @@
 //	make chaos                  long run (INBOXD_CHAOS=long)
 //	INBOXD_CHAOS=short go test ./internal/chaos/   the short run make test does
 //
-// Without INBOXD_CHAOS the test skips (it restarts the shared Postgres, so
-// it must not run beside other packages).
+// Without INBOXD_CHAOS the test skips: it restarts the Postgres cluster
+// that serves INBOXD_TEST_DATABASE_URL (the local cluster listening on its
+// port, per pg_lsclusters), so it must not run beside other packages using
+// that cluster. To keep a shared cluster out of it, give the suite its own
+// (with a role inboxd, password inboxd, that may create databases):
+//
+//	pg_createcluster 15 chaos --port 5433 -- --auth=trust && pg_ctlcluster 15 chaos start
+//	INBOXD_TEST_DATABASE_URL=postgres://inboxd:inboxd@127.0.0.1:5433/postgres?sslmode=disable INBOXD_CHAOS=short go test ./internal/chaos/
+//
+// A run fails unless it injected every fault kind it claims at least once
+// and brought some device back offline too long (newest page first).
 package chaos
