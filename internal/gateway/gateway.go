@@ -5,17 +5,12 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"time"
-	"unicode/utf8"
 
-	"github.com/gobwas/ws"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,58 +102,19 @@ func (g *Gateway) Start(ctx context.Context) error {
 	_ = sub.SetPendingLimits(-1, -1)
 	g.resultSub = sub
 	g.parts.refresh(ctx)
-	g.wg.Add(3)
-	go func() {
-		defer g.wg.Done()
-		g.sends.run(ctx)
-	}()
-	go func() {
-		defer g.wg.Done()
-		g.parts.run(ctx, 250*time.Millisecond)
-	}()
-	go func() {
-		defer g.wg.Done()
-		g.mirror.run(ctx, time.Second)
-	}()
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		g.watchReconnects(ctx)
-	}()
-
-	tcp, err := net.Listen("tcp", g.opts.TCPAddr)
-	if err != nil {
-		return fmt.Errorf("gateway: listen tcp %s: %w", g.opts.TCPAddr, err)
+	for _, run := range []func(){
+		func() { g.sends.run(ctx) },
+		func() { g.parts.run(ctx, 250*time.Millisecond) },
+		func() { g.mirror.run(ctx, time.Second) },
+		func() { g.watchReconnects(ctx) },
+	} {
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			run()
+		}()
 	}
-	wsl, err := net.Listen("tcp", g.opts.WSAddr)
-	if err != nil {
-		tcp.Close()
-		return fmt.Errorf("gateway: listen websocket %s: %w", g.opts.WSAddr, err)
-	}
-	if g.opts.TLS != nil {
-		tcp, wsl = tls.NewListener(tcp, g.opts.TLS), tls.NewListener(wsl, g.opts.TLS)
-	}
-	g.mu.Lock()
-	g.lns = []net.Listener{tcp, wsl}
-	g.mu.Unlock()
-	g.wg.Add(2)
-	go g.acceptLoop(tcp, g.serveTCP)
-	go g.acceptLoop(wsl, g.serveWS)
-	g.log.Info("gateway listening", zap.String("websocket", "ws://"+wsl.Addr().String()+g.opts.WSPath),
-		zap.String("tcp", tcp.Addr().String()), zap.String("id", g.opts.ID))
-	return nil
-}
-
-// TCPAddr and WSURL return the bound addresses (useful with port 0).
-func (g *Gateway) TCPAddr() string { return g.lns[0].Addr().String() }
-
-// WSURL returns the WebSocket URL of the gateway.
-func (g *Gateway) WSURL() string {
-	scheme := "ws://"
-	if g.opts.TLS != nil {
-		scheme = "wss://"
-	}
-	return scheme + g.lns[1].Addr().String() + g.opts.WSPath
+	return g.listen()
 }
 
 // Connections returns the number of open client connections.
@@ -193,26 +149,6 @@ func (g *Gateway) Shutdown() {
 	g.closeOnce.Do(func() { close(g.router.done) })
 }
 
-func (g *Gateway) acceptLoop(ln net.Listener, serve func(net.Conn)) {
-	defer g.wg.Done()
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// EMFILE and friends: back off instead of spinning.
-			delay = min(max(delay*2, 5*time.Millisecond), time.Second)
-			g.log.Warn("accept", zap.Error(err), zap.Duration("retry_in", delay))
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
-		go serve(nc)
-	}
-}
-
 func (g *Gateway) track(c *Conn) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -233,55 +169,6 @@ func (g *Gateway) forget(c *Conn) {
 	g.mu.Unlock()
 	g.sends.forget(c)
 }
-
-// readBufSize is a connection's read buffer: client frames are small (acks,
-// pings, sends of a few hundred bytes); larger ones are read past it.
-const readBufSize = 1024
-
-func (g *Gateway) serveTCP(nc net.Conn) {
-	tr := &tcpTransport{r: bufio.NewReaderSize(nc, readBufSize), max: g.opts.MaxFrame}
-	c := newConn(g, nc, tr)
-	if g.track(c) {
-		c.serve()
-	} else {
-		nc.Close()
-	}
-}
-
-func (g *Gateway) serveWS(nc net.Conn) {
-	_ = nc.SetDeadline(time.Now().Add(g.opts.HelloTimeout))
-	u := ws.Upgrader{
-		OnRequest: func(uri []byte) error {
-			path := uri
-			for i, b := range uri {
-				if b == '?' {
-					path = uri[:i]
-					break
-				}
-			}
-			if string(path) != g.opts.WSPath {
-				return ws.RejectConnectionError(ws.RejectionStatus(404), ws.RejectionReason("no websocket endpoint here; use "+g.opts.WSPath))
-			}
-			return nil
-		},
-	}
-	if _, err := u.Upgrade(nc); err != nil {
-		g.metrics.upgradeFailures.Inc()
-		nc.Close()
-		return
-	}
-	_ = nc.SetDeadline(time.Time{})
-	tr := &wsTransport{r: bufio.NewReaderSize(nc, readBufSize), max: g.opts.MaxFrame}
-	c := newConn(g, nc, tr)
-	tr.ctl = func(raw []byte) { c.enqueue(outItem{raw: raw}) }
-	if g.track(c) {
-		c.serve()
-	} else {
-		nc.Close()
-	}
-}
-
-func utf8Valid(s string) bool { return utf8.ValidString(s) }
 
 // watchReconnects makes every session re-read its tail after the gateway's
 // NATS connection came back: live announcements (core NATS, at most once)

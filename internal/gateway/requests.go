@@ -72,19 +72,6 @@ func limited(l *rate.Limiter) error {
 	return nil
 }
 
-func (c *Conn) summary(ctx context.Context) (*pb.Summary, error) {
-	rows, err := c.g.st.Summary(ctx, c.id.UID)
-	if err != nil {
-		return nil, err
-	}
-	s := &pb.Summary{}
-	for _, r := range rows {
-		s.Convs = append(s.Convs, &pb.ConvSummary{ConvId: r.ConvID, Unread: r.Unread, LastSeq: r.LastSeq, ReadSeq: r.ReadSeq,
-			LastMsgId: r.LastMsgID, LastSenderUid: r.LastSenderUID, LastPreview: r.LastPreview, LastAtMs: r.LastAt.UnixMilli()})
-	}
-	return s, nil
-}
-
 func (c *Conn) handlePull(p *pb.Pull) {
 	c.request(p.GetRequestId(), func(ctx context.Context) (proto.Message, error) {
 		if p.GetConvId() <= 0 || p.GetLimit() > store.MaxPull || p.GetAfterConvSeq() < 0 || p.GetBeforeConvSeq() < 0 {
