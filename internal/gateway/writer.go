@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
@@ -119,27 +118,33 @@ func (w *writer) addPage(pg *page) {
 	putPage(pg)
 }
 
+// appendBatch appends one Batch frame: msgs (from a page) followed by raws
+// (live entries, already encoded), in binary straight into the write
+// buffer, or in the JSON form for a JSON client.
 func (w *writer) appendBatch(h *wire.BatchHeader, msgs []wire.Message, raws [][]byte) {
 	c := w.c
 	if c.json {
-		b := &pb.Batch{Lane: h.Lane, BatchId: h.BatchID, HasMore: h.HasMore}
-		for i := range msgs {
-			m := &msgs[i]
-			b.Messages = append(b.Messages, &pb.Message{Seq: m.Seq, MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq,
-				SenderUid: m.SenderUID, Kind: m.Kind, Text: m.Text, CreatedAtMs: m.CreatedAtMs})
-		}
-		for _, r := range raws {
-			pm := new(pb.Message)
-			if proto.Unmarshal(r, pm) == nil {
-				b.Messages = append(b.Messages, pm)
-			}
-		}
-		w.buf, w.scratch, _ = c.encode(w.buf, w.scratch, outItem{msg: b})
+		w.appendJSONBatch(h, msgs, raws)
 		return
 	}
 	n := wire.BatchFrameSize(h, msgs, raws)
 	w.buf = c.tr.appendHeader(w.buf, n, false)
 	w.buf = wire.AppendBatchFrame(w.buf, h, msgs, raws)
+}
+
+// appendJSONBatch makes the JSON form from the binary frame itself, so
+// that the two forms cannot drift apart: whatever the binary encoding
+// carries (an event, the newest mark) the JSON form carries too. It
+// allocates; JSON is for debugging, not for the hot path.
+func (w *writer) appendJSONBatch(h *wire.BatchHeader, msgs []wire.Message, raws [][]byte) {
+	w.scratch = wire.AppendBatchFrame(w.scratch[:0], h, msgs, raws)
+	_, m, err := wire.Decode(w.scratch)
+	if err == nil {
+		w.buf, w.scratch, err = w.c.encode(w.buf, w.scratch, outItem{msg: m})
+	}
+	if err != nil {
+		w.c.logger().Error("encode JSON batch", zap.Error(err))
+	}
 }
 
 func (w *writer) flush() error {

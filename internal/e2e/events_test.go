@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/node"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/internal/testenv/testnode"
+	"github.com/inboxd/inboxd/wire"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// jsonWS speaks the JSON form over WebSocket text frames, as a debugging
+// tool would.
+type jsonWS struct {
+	t  *testing.T
+	nc net.Conn
+}
+
+func dialJSON(t *testing.T, n *node.Node, uid int64, device string) (*jsonWS, *pb.Welcome) {
+	t.Helper()
+	nc, _, _, err := ws.Dial(context.Background(), n.Gateway.WSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	c := &jsonWS{t: t, nc: nc}
+	c.write(&pb.Hello{Token: testenv.Token(t, uid, device), DeviceKind: "web"})
+	w, ok := c.read().(*pb.Welcome)
+	if !ok {
+		t.Fatal("no welcome")
+	}
+	return c, w
+}
+
+func (c *jsonWS) write(m proto.Message) {
+	c.t.Helper()
+	b, err := wire.MarshalJSONFrame(m)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := wsutil.WriteClientText(c.nc, b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// read returns the next frame's message (nil when the connection closed).
+func (c *jsonWS) read() proto.Message {
+	c.t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	b, op, err := wsutil.ReadServerData(c.nc)
+	if err != nil {
+		return nil
+	}
+	if op != ws.OpText {
+		c.t.Fatalf("a JSON client got a %v frame", op)
+	}
+	_, m, err := wire.UnmarshalJSONFrame(b)
+	if err != nil {
+		c.t.Fatalf("%s: %v", b, err)
+	}
+	return m
+}
+
+// backfillEvents reads backfill batches (confirming each) until one ends
+// the backfill, and returns the events they held; it fails on a message
+// that is neither a message (msg_id set) nor an event.
+func (c *jsonWS) backfillEvents() []*pb.Event {
+	c.t.Helper()
+	var evs []*pb.Event
+	for {
+		m := c.read()
+		if m == nil {
+			c.t.Fatal("connection closed during the backfill")
+		}
+		b, ok := m.(*pb.Batch)
+		if !ok || b.GetLane() != pb.Lane_BACKFILL {
+			continue
+		}
+		for _, msg := range b.GetMessages() {
+			switch {
+			case msg.GetEvent() != nil:
+				evs = append(evs, msg.GetEvent())
+			case msg.GetMsgId() == 0:
+				c.t.Fatalf("backfill message seq %d has neither msg_id nor event: %v", msg.GetSeq(), msg)
+			}
+		}
+		if b.GetBatchId() != 0 {
+			c.write(&pb.Ack{BatchIds: []uint64{b.GetBatchId()}})
+		}
+		if !b.GetHasMore() {
+			return evs
+		}
+	}
+}
+
+// allInOneNode is testnode.AllInOne with its configuration.
+func allInOneNode(t *testing.T) (*node.Node, config.Config) {
+	t.Helper()
+	cfg := testnode.Config(t, testenv.Database(t))
+	return testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer), cfg
+}
+
+// waitEvents waits until uid's inbox holds at least want events.
+func waitEvents(t *testing.T, n *node.Node, l streams.Layout, uid int64, want int) []testenv.Entry {
+	t.Helper()
+	nc := testnode.Admin(t, n)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var evs []testenv.Entry
+		for _, e := range testenv.InboxEntries(t, nc, l, uid) {
+			if e.GetEvent() != nil {
+				evs = append(evs, e)
+			}
+		}
+		if len(evs) >= want {
+			return evs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("uid %d's inbox holds %d events, want %d", uid, len(evs), want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A JSON (WebSocket text) client that catches up by backfill gets its
+// read_sync and receipts as events, as a binary client does.
+func TestJSONBackfillCarriesEvents(t *testing.T) {
+	n, cfg := allInOneNode(t)
+	conv := createConv(t, n, false, 1, 2)
+	sendN(t, n, 1, conv, 3, "ev")
+	other := connectDevice(t, n, 2, "phone", deviceOpts{})
+	other.waitFor(3, 20*time.Second)
+	if _, err := other.c.Read(ctxT(t, 20*time.Second), conv, 3); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, n, cfg.Layout, 2, 1) // read_sync
+	waitEvents(t, n, cfg.Layout, 1, 2) // delivered and read receipts
+
+	for _, tc := range []struct {
+		uid  int64
+		want []pb.EventType
+	}{
+		// uid 1 first: its acks confirm its own messages (no receipts),
+		// while uid 2's would send uid 1 new ones.
+		{1, []pb.EventType{pb.EventType_DELIVERED, pb.EventType_READ}},
+		{2, []pb.EventType{pb.EventType_READ_SYNC}},
+	} {
+		c, _ := dialJSON(t, n, tc.uid, "browser")
+		evs := c.backfillEvents()
+		if len(evs) != len(tc.want) {
+			t.Fatalf("uid %d: backfill events %v, want %v", tc.uid, evs, tc.want)
+		}
+		for i, ev := range evs {
+			if ev.GetType() != tc.want[i] || ev.GetConvId() != conv || ev.GetUpToConvSeq() != 3 {
+				t.Fatalf("uid %d: event %d is %v, want %s of conversation %d up to 3", tc.uid, i, ev, tc.want[i], conv)
+			}
+			if ev.GetType() != pb.EventType_READ_SYNC && ev.GetPeerUid() != 2 {
+				t.Fatalf("uid %d: receipt %v names peer %d, want 2", tc.uid, ev, ev.GetPeerUid())
+			}
+		}
+	}
+}
