@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/gobwas/ws/wsutil"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/streams"
@@ -168,5 +170,77 @@ func TestJSONBackfillCarriesEvents(t *testing.T) {
 				t.Fatalf("uid %d: receipt %v names peer %d, want 2", tc.uid, ev, ev.GetPeerUid())
 			}
 		}
+	}
+}
+
+// The gateway's NATS link goes dead (a half-open path: nothing flows, no
+// one notices) while a device confirms messages and reads them: the
+// DELIVERED and READ receipts are retried and reach the sender once the
+// link works again, long after a single attempt would have given up.
+func TestReceiptsSurviveNATSOutage(t *testing.T) {
+	db := testenv.Database(t)
+	natsNode := testnode.StartNode(t, testnode.Config(t, db), config.RoleEmbeddedNATS) // one NATS user per service
+	natsAddr := strings.TrimPrefix(natsNode.NATS.ClientURL(), "nats://")
+	cfg := testnode.Config(t, db)
+	cfg.NATSURL = "nats://" + natsAddr
+	testnode.StartNode(t, cfg, config.RoleFanout)
+	scfg := cfg
+	scfg.HTTPAddr = "127.0.0.1:0"
+	syncer := testnode.StartNode(t, scfg, config.RoleSyncer)
+	proxy := testenv.StartProxy(t, natsAddr)
+	gcfg := testnode.Config(t, db)
+	gcfg.NATSURL = "nats://" + proxy.Addr()
+	gw := testnode.StartNode(t, gcfg, config.RoleGateway)
+
+	conv := createConv(t, syncer, false, 1, 2)
+	sender := connectDevice(t, gw, 1, "sender", deviceOpts{})
+	r := dialRaw(t, gw.Gateway.TCPAddr())
+	r.hello(2)
+	sendN(t, gw, 1, conv, 3, "out")
+	var batches []uint64
+	for got := 0; got < 3; {
+		if b, ok := r.read().(*pb.Batch); ok {
+			got += len(b.GetMessages())
+			if b.GetBatchId() != 0 {
+				batches = append(batches, b.GetBatchId())
+			}
+		}
+	}
+
+	proxy.Blackhole(true)
+	cut := time.Now()
+	r.write(&pb.Ack{BatchIds: batches}) // DELIVERED to uid 1
+	r.write(&pb.Read{RequestId: 1, ConvId: conv, UpToConvSeq: 3})
+	// The read is committed in Postgres: read_result says so while the
+	// events wait for NATS.
+	var answer proto.Message
+	for answer == nil {
+		_ = r.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		f, err := wire.ReadTCPFrame(r.r, nil, 1<<20)
+		if err != nil {
+			t.Fatalf("waiting for the read's answer: %v", err)
+		}
+		_, m, err := wire.Decode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m.(type) {
+		case *pb.ReadResult, *pb.Error:
+			answer = m
+		}
+	}
+	// Past the 10 s one attempt used to get.
+	time.Sleep(time.Until(cut.Add(12 * time.Second)))
+	proxy.Blackhole(false)
+	waitConv(t, sender.c, conv, func(c client.Conversation) bool { return c.PeerDelivered == 3 && c.PeerRead == 3 },
+		"delivered and read receipts at the sender after the outage")
+	if f := metric(t, gw, `inboxd_gateway_event_publish_failures_total{type="DELIVERED"}`); f < 1 {
+		t.Fatalf("%v failed DELIVERED publishes counted during the outage", f)
+	}
+	if res, ok := answer.(*pb.ReadResult); !ok || res.GetReadSeq() != 3 {
+		t.Fatalf("the read during the outage was answered %v, want read_result up to 3", answer)
+	}
+	if g := metric(t, gw, `inboxd_gateway_events_given_up_total{type="DELIVERED"}`); g != 0 {
+		t.Fatalf("%v DELIVERED receipts given up", g)
 	}
 }

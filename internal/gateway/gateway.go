@@ -34,7 +34,7 @@ type Gateway struct {
 	parts    *partInfos
 	mirror   *cursorMirror
 	bodies   *bodyCache
-	kinds    *convKinds
+	events   *eventWriter
 	epoch    uint64
 
 	resultPrefix string
@@ -71,7 +71,6 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 	g.parts = &partInfos{g: g, m: make([]partInfo, opts.Layout.InboxPartitions)}
 	g.mirror = &cursorMirror{g: g}
 	g.bodies = newBodyCache(opts.BodyCacheEntries, st.Bodies)
-	g.kinds = &convKinds{g: g}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(8192),
 		jetstream.WithPublishAsyncTimeout(10*time.Second),
@@ -82,6 +81,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		return nil, err
 	}
 	g.js = js
+	g.events = newEventWriter(js, nc, opts.Layout.InboxPartitions, &convKinds{lookup: st.ConvKinds}, log, g.metrics)
 	g.bnc, g.bjs = nc, js
 	if opts.Backfill != nil {
 		if g.bjs, err = jetstream.New(opts.Backfill); err != nil {
@@ -95,6 +95,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 // Start subscribes to send results and opens the listeners.
 func (g *Gateway) Start(ctx context.Context) error {
 	ctx, g.stop = context.WithCancel(ctx)
+	g.events.start(ctx)
 	sub, err := g.nc.Subscribe(g.resultPrefix+"*", g.sends.onResult)
 	if err != nil {
 		return fmt.Errorf("gateway: subscribe results: %w", err)
@@ -146,6 +147,7 @@ func (g *Gateway) Shutdown() {
 		_ = g.resultSub.Unsubscribe()
 	}
 	g.wg.Wait()
+	g.events.wait()
 	g.closeOnce.Do(func() { close(g.router.done) })
 }
 

@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"golang.org/x/time/rate"
 )
 
 type metrics struct {
@@ -25,6 +28,8 @@ type metrics struct {
 	badAcks            prometheus.Counter
 	pages              *prometheus.CounterVec
 	events             *prometheus.CounterVec
+	eventFailures      *prometheus.CounterVec
+	eventsGivenUp      *prometheus.CounterVec
 	ackRanges          prometheus.Counter
 	orphans            prometheus.Counter
 }
@@ -85,6 +90,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		events: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_gateway_events_total", Help: "Per-user events written to inboxes, by type.",
 		}, []string{"type"}),
+		eventFailures: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_event_publish_failures_total",
+			Help: "Failed attempts to publish a per-user event (read_sync, receipts), by type; each is retried with backoff.",
+		}, []string{"type"}),
+		eventsGivenUp: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_events_given_up_total",
+			Help: "Per-user events given up after their retries (a later read or confirmation supersedes them), by type.",
+		}, []string{"type"}),
 		orphans: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_orphaned_deliveries_total",
 			Help: "Fetches dropped because the consumer had delivered entries to a pull request nobody read; the consumer is put back at the cursor.",
@@ -96,4 +109,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_gateway_bad_acks_total", Help: "Acks naming batches or messages not awaiting confirmation.",
 		}),
 	}
+}
+
+// logLimiter bounds a repetitive log line (failed logins, events given up)
+// to a few a second: a storm of them (a reconnect wave with expired
+// tokens, a long NATS outage) must not flood the log. The lines it lets
+// through say how many were suppressed since the previous one.
+type logLimiter struct {
+	lim        *rate.Limiter
+	suppressed atomic.Int64
+}
+
+func newLogLimiter(perSecond int) *logLimiter {
+	return &logLimiter{lim: rate.NewLimiter(rate.Limit(perSecond), perSecond)}
+}
+
+// allow reports whether a line may be logged now and how many were
+// suppressed before it.
+func (l *logLimiter) allow() (bool, int64) {
+	if !l.lim.Allow() {
+		l.suppressed.Add(1)
+		return false, 0
+	}
+	return true, l.suppressed.Swap(0)
 }
