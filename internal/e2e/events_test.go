@@ -244,3 +244,28 @@ func TestReceiptsSurviveNATSOutage(t *testing.T) {
 		t.Fatalf("%v DELIVERED receipts given up", g)
 	}
 }
+
+// Each device of the receiver that confirms messages of a direct
+// conversation sends the sender its own DELIVERED receipt
+// (docs/protocol.md): a second device confirming the same messages is not
+// deduplicated away as if it were the first.
+func TestDeliveredReceiptPerDevice(t *testing.T) {
+	n, cfg := allInOneNode(t)
+	conv := createConv(t, n, false, 1, 2)
+	sendN(t, n, 1, conv, 5, "dl")
+	for i, dev := range []string{"phone", "laptop"} {
+		d := connectDevice(t, n, 2, dev, deviceOpts{})
+		d.waitFor(5, 20*time.Second)
+		evs := waitEvents(t, n, cfg.Layout, 1, i+1)
+		time.Sleep(300 * time.Millisecond) // nothing more comes
+		if evs = waitEvents(t, n, cfg.Layout, 1, i+1); len(evs) != i+1 {
+			t.Fatalf("after %s confirmed: %d receipts at the sender, want %d", dev, len(evs), i+1)
+		}
+		for _, e := range evs {
+			ev := e.GetEvent()
+			if ev.GetType() != pb.EventType_DELIVERED || ev.GetConvId() != conv || ev.GetUpToConvSeq() != 5 || ev.GetPeerUid() != 2 {
+				t.Fatalf("receipt %v, want DELIVERED of conversation %d up to 5 by uid 2", ev, conv)
+			}
+		}
+	}
+}

@@ -234,12 +234,15 @@ type confirmed struct {
 
 // deliveredReceipts tells the senders of direct-conversation messages that
 // uid's device stored them: one DELIVERED event per conversation and
-// confirmation, with the highest conv_seq confirmed.
-func (g *Gateway) deliveredReceipts(uid int64, msgs []confirmed) {
-	g.events.delivered(uid, msgs)
+// confirmation of each device, with the highest conv_seq confirmed. The
+// dedupe id names the device, so that a second device confirming the same
+// messages sends its own receipt (the event names the peer user only:
+// pb.Event has no device field).
+func (g *Gateway) deliveredReceipts(uid int64, device string, msgs []confirmed) {
+	g.events.delivered(uid, device, msgs)
 }
 
-func (w *eventWriter) delivered(uid int64, msgs []confirmed) {
+func (w *eventWriter) delivered(uid int64, device string, msgs []confirmed) {
 	top := map[int64]confirmed{}
 	for _, m := range msgs {
 		if m.sender == uid {
@@ -256,7 +259,7 @@ func (w *eventWriter) delivered(uid int64, msgs []confirmed) {
 	for c := range top {
 		convs = append(convs, c)
 	}
-	fields := []zap.Field{zap.Int64("peer_uid", uid), zap.Int64s("conv_ids", convs)}
+	fields := []zap.Field{zap.Int64("peer_uid", uid), zap.String("peer_device", device), zap.Int64s("conv_ids", convs)}
 	w.background(pb.EventType_DELIVERED, fields, func() error {
 		var direct map[int64]bool
 		err := w.retried(pb.EventType_DELIVERED, func(ctx context.Context) (err error) {
@@ -270,7 +273,7 @@ func (w *eventWriter) delivered(uid int64, msgs []confirmed) {
 			if !direct[c] {
 				continue
 			}
-			e := &event{uid: m.sender, dedupeID: "dlv:" + strconv.FormatInt(c, 10) + ":" + strconv.FormatInt(uid, 10) + ":" + strconv.FormatInt(m.convSeq, 10),
+			e := &event{uid: m.sender, dedupeID: deliveredDedupeID(c, uid, device, m.convSeq),
 				entry: streams.Entry{ConvID: c, ConvSeq: m.convSeq, EventType: pb.EventType_DELIVERED, EventPeer: uid}}
 			if err := w.retried(pb.EventType_DELIVERED, func(ctx context.Context) error { return w.publish(ctx, e) }); err != nil {
 				w.giveUp(pb.EventType_DELIVERED, err, e.fields())
@@ -278,4 +281,10 @@ func (w *eventWriter) delivered(uid int64, msgs []confirmed) {
 		}
 		return nil
 	})
+}
+
+// deliveredDedupeID is the Nats-Msg-Id of the DELIVERED receipt of uid's
+// device for conv up to convSeq: dlv:<conv>:<uid>:<device>:<conv_seq>.
+func deliveredDedupeID(conv, uid int64, device string, convSeq int64) string {
+	return "dlv:" + strconv.FormatInt(conv, 10) + ":" + strconv.FormatInt(uid, 10) + ":" + device + ":" + strconv.FormatInt(convSeq, 10)
 }

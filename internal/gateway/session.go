@@ -376,7 +376,7 @@ func (s *session) onAck(batchIDs, seqs []uint64) error {
 	moved := s.advanceLocked()
 	wantTail := len(s.sentLive) > 0
 	s.mu.Unlock()
-	s.g.deliveredReceipts(s.uid, done)
+	s.g.deliveredReceipts(s.uid, s.device, done)
 	if moved || wantTail || len(batchIDs) > len(unknown) {
 		s.poke()
 	}
@@ -1022,7 +1022,7 @@ func (s *session) onAckRange(upTo uint64) error {
 	s.advanceLocked()
 	s.mu.Unlock()
 	s.g.metrics.ackRanges.Inc()
-	s.g.deliveredReceipts(s.uid, done)
+	s.g.deliveredReceipts(s.uid, s.device, done)
 	s.poke()
 	return nil
 }
