@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
 )
@@ -57,7 +58,7 @@ func (c *Conn) hello() bool {
 	go func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		sm, err := c.summary(sctx)
+		sm, err := c.summary(sctx, 0)
 		summaryCh <- summaryResult{sm, err}
 	}()
 	sess, pending, err := c.g.startSession(context.Background(), c)
@@ -70,14 +71,19 @@ func (c *Conn) hello() bool {
 		c.fail(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot open the device's inbox now; retry"), true)
 		return false
 	}
-	c.g.metrics.handshakes.Inc()
 	cursor := sess.State().Cursor
 	sr := <-summaryCh
 	summary, err := sr.s, sr.err
 	if err != nil {
-		c.logger().Warn("login summary", zap.Error(err)) // the client can ask again
-		summary = &pb.Summary{}
+		// Fail loudly: an empty summary would tell the device it has
+		// nothing unread. The login depends on Postgres anyway (the cursor
+		// mirror); the client reconnects with backoff.
+		sess.close()
+		c.logger().Warn("login summary", zap.Error(err))
+		c.fail(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot read the login summary now; retry"), true)
+		return false
 	}
+	c.g.metrics.handshakes.Inc()
 	summary.Pending = pending
 	tooLong := pending > uint64(c.g.opts.OfflineThreshold)
 	// The welcome is the first frame; live entries that arrived meanwhile
@@ -111,15 +117,20 @@ func (c *Conn) hello() bool {
 	return ok
 }
 
-func (c *Conn) summary(ctx context.Context) (*pb.Summary, error) {
-	rows, err := c.g.st.Summary(ctx, c.id.UID)
+// summary reads a page of the user's login summary: the first (before 0)
+// or the one after the conversation whose last message is before.
+func (c *Conn) summary(ctx context.Context, before int64) (*pb.Summary, error) {
+	rows, more, err := c.g.st.Summary(ctx, c.id.UID, before, store.SummaryLimit)
 	if err != nil {
 		return nil, err
 	}
-	s := &pb.Summary{}
+	s := &pb.Summary{HasMore: more}
 	for _, r := range rows {
 		s.Convs = append(s.Convs, &pb.ConvSummary{ConvId: r.ConvID, Unread: r.Unread, LastSeq: r.LastSeq, ReadSeq: r.ReadSeq,
 			LastMsgId: r.LastMsgID, LastSenderUid: r.LastSenderUID, LastPreview: r.LastPreview, LastAtMs: r.LastAt.UnixMilli()})
+	}
+	if more {
+		s.NextBeforeMsgId = rows[len(rows)-1].LastMsgID
 	}
 	return s, nil
 }

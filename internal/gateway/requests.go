@@ -141,7 +141,10 @@ func (c *Conn) handleReadCount(r *pb.ReadCount) {
 
 func (c *Conn) handleSummaryRequest(r *pb.SummaryRequest) {
 	c.request(r.GetRequestId(), func(ctx context.Context) (proto.Message, error) {
-		s, err := c.summary(ctx)
+		if r.GetBeforeMsgId() < 0 {
+			return nil, wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "summary_request needs before_msg_id ≥ 0")
+		}
+		s, err := c.summary(ctx, r.GetBeforeMsgId())
 		if err != nil {
 			return nil, err
 		}
