@@ -182,7 +182,7 @@ func (c *Conn) serve() {
 		_ = c.nc.SetReadDeadline(time.Now().Add(3 * hb))
 		frame, text, err := c.tr.readFrame()
 		if err != nil {
-			c.readFailed(err)
+			c.readFailed(err, true)
 			return
 		}
 		c.g.metrics.framesIn.Inc()
@@ -200,7 +200,10 @@ func (c *Conn) serve() {
 	}
 }
 
-func (c *Conn) readFailed(err error) {
+// readFailed handles a failed read: before the login (loggedIn false) a
+// deadline is the hello timeout, after it the peer was silent for 3
+// heartbeats (half-open detection); each has its counter.
+func (c *Conn) readFailed(err error, loggedIn bool) {
 	var we *wire.Error
 	switch {
 	case errors.As(err, &we):
@@ -208,9 +211,14 @@ func (c *Conn) readFailed(err error) {
 		// stream cannot be resynchronised.
 		c.fail(we, true)
 		c.drainWriter()
+	case isTimeout(err) && loggedIn:
+		c.g.metrics.timeouts.Inc()
+		c.g.metrics.heartbeatTimeouts.Inc()
+		c.logger().Debug("read deadline: peer silent for 3 heartbeats")
 	case isTimeout(err):
 		c.g.metrics.timeouts.Inc()
-		c.logger().Debug("read deadline: peer silent for 3 heartbeats", zap.Int64("uid", c.id.UID), zap.String("device", c.id.Device))
+		c.g.metrics.helloTimeouts.Inc()
+		c.logger().Debug("no hello within the hello timeout")
 	case errors.Is(err, io.EOF), errors.Is(err, errWSClosed), errors.Is(err, net.ErrClosed):
 	default:
 		c.logger().Debug("read", zap.Error(err))

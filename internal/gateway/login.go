@@ -18,7 +18,7 @@ func (c *Conn) hello() bool {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.g.opts.HelloTimeout))
 	frame, text, err := c.tr.readFrame()
 	if err != nil {
-		c.readFailed(err)
+		c.readFailed(err, false)
 		return false
 	}
 	c.json = text

@@ -9,16 +9,18 @@ import (
 )
 
 type metrics struct {
-	connections     prometheus.Gauge
-	handshakes      prometheus.Counter
-	authFailures    prometheus.Counter
-	upgradeFailures prometheus.Counter
-	framesIn        prometheus.Counter
-	errors          *prometheus.CounterVec
-	overflows       prometheus.Counter
-	timeouts        prometheus.Counter
-	sendResults     *prometheus.CounterVec
-	duplicateSends  prometheus.Counter
+	connections       prometheus.Gauge
+	handshakes        prometheus.Counter
+	authFailures      prometheus.Counter
+	upgradeFailures   prometheus.Counter
+	framesIn          prometheus.Counter
+	errors            *prometheus.CounterVec
+	overflows         prometheus.Counter
+	timeouts          prometheus.Counter
+	helloTimeouts     prometheus.Counter
+	heartbeatTimeouts prometheus.Counter
+	sendResults       *prometheus.CounterVec
+	duplicateSends    prometheus.Counter
 
 	replaced           prometheus.Counter
 	consumersRecreated prometheus.Counter
@@ -61,6 +63,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		timeouts: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_timeouts_total", Help: "Connections closed by a read or write deadline.",
+		}),
+		helloTimeouts: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_hello_timeouts_total", Help: "Connections closed because no hello came within the hello timeout.",
+		}),
+		heartbeatTimeouts: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_heartbeat_timeouts_total",
+			Help: "Logged-in connections closed because the peer was silent for 3 heartbeats (half-open detection).",
 		}),
 		sendResults: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_gateway_send_results_total", Help: "Send results relayed to clients, by status.",
