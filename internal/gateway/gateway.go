@@ -35,7 +35,9 @@ type Gateway struct {
 	mirror   *cursorMirror
 	bodies   *bodyCache
 	events   *eventWriter
-	epoch    uint64
+	// loginWarns rate-limits the log lines of refused logins.
+	loginWarns *logLimiter
+	epoch      uint64
 
 	resultPrefix string
 	resultSub    *nats.Subscription
@@ -64,6 +66,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		epoch:        uint64(time.Now().UnixNano()),
 		resultPrefix: "_INBOXD.gw." + opts.ID + ".",
 		conns:        make(map[*Conn]struct{}),
+		loginWarns:   newLogLimiter(5),
 	}
 	g.sends = newSendTracker(g)
 	g.router = newRouter(g)
