@@ -35,7 +35,8 @@ import (
 // read_sync and the READ receipt are published again, for the read_seq in
 // Postgres, on the next read of the conversation by any device of the
 // user; a DELIVERED receipt by the device's next confirmation in the
-// conversation; and every login summary carries read_seq.
+// conversation; and the login summary carries read_seq (of conversations
+// with anything unread).
 
 // eventWriter publishes per-user events. It holds what it uses: the
 // JetStream and core NATS connections, the partition count, its counters.
