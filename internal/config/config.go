@@ -34,6 +34,7 @@ type Config struct {
 	WSAddr      string
 	TCPAddr     string
 	Heartbeat   time.Duration
+	AckTimeout  time.Duration // 0: 3 heartbeats
 	TokenSecret string
 	DeviceReap  time.Duration
 	TailScan    int
@@ -148,6 +149,7 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.WSAddr, "ws", c.WSAddr, "WebSocket listen address (path /ws)")
 		fs.StringVar(&c.TCPAddr, "tcp", c.TCPAddr, "raw TCP listen address (length-prefixed frames)")
 		fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "heartbeat advertised to clients; 3 silent heartbeats close a connection")
+		fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "a batch unconfirmed this long on a live connection is handed over again from the cursor (0: 3 heartbeats)")
 		fs.StringVar(&c.TokenSecret, "token-secret", c.TokenSecret, "HS256 secret of client tokens (env INBOXD_TOKEN_SECRET); the default is the development secret")
 		fs.DurationVar(&c.DeviceReap, "device-reap", c.DeviceReap, "remove a device's cursor consumer after this long unused (recreated from the Postgres mirror at its next login)")
 		fs.IntVar(&c.TailScan, "tail-scan", c.TailScan, "catch-up reads from the Postgres archive when the consumer would scan more stream entries than this")
@@ -179,6 +181,9 @@ func (c *Config) Validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("config: --tls-cert and --tls-key go together")
+	}
+	if c.AckTimeout < 0 {
+		return fmt.Errorf("config: ack-timeout %s is negative (0 means 3 heartbeats)", c.AckTimeout)
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)

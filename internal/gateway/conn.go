@@ -1,14 +1,12 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -183,7 +181,7 @@ func (c *Conn) serve() {
 		_ = c.nc.SetReadDeadline(time.Now().Add(3 * hb))
 		frame, text, err := c.tr.readFrame()
 		if err != nil {
-			c.readFailed(err)
+			c.readFailed(err, true)
 			return
 		}
 		c.g.metrics.framesIn.Inc()
@@ -201,7 +199,10 @@ func (c *Conn) serve() {
 	}
 }
 
-func (c *Conn) readFailed(err error) {
+// readFailed handles a failed read: before the login (loggedIn false) a
+// deadline is the hello timeout, after it the peer was silent for 3
+// heartbeats (half-open detection); each has its counter.
+func (c *Conn) readFailed(err error, loggedIn bool) {
 	var we *wire.Error
 	switch {
 	case errors.As(err, &we):
@@ -209,9 +210,14 @@ func (c *Conn) readFailed(err error) {
 		// stream cannot be resynchronised.
 		c.fail(we, true)
 		c.drainWriter()
+	case isTimeout(err) && loggedIn:
+		c.g.metrics.timeouts.Inc()
+		c.g.metrics.heartbeatTimeouts.Inc()
+		c.logger().Debug("read deadline: peer silent for 3 heartbeats")
 	case isTimeout(err):
 		c.g.metrics.timeouts.Inc()
-		c.logger().Debug("read deadline: peer silent for 3 heartbeats", zap.Int64("uid", c.id.UID), zap.String("device", c.id.Device))
+		c.g.metrics.helloTimeouts.Inc()
+		c.logger().Debug("no hello within the hello timeout")
 	case errors.Is(err, io.EOF), errors.Is(err, errWSClosed), errors.Is(err, net.ErrClosed):
 	default:
 		c.logger().Debug("read", zap.Error(err))
@@ -250,106 +256,6 @@ func decode(frame []byte, text bool) (wire.FrameType, proto.Message, error) {
 		return 0, nil, wire.Errorf(pb.ErrorCode_UNKNOWN_TYPE, "%s frames are sent by the server, not by clients", t)
 	}
 	return t, m, nil
-}
-
-// hello reads and checks the first frame. It reports whether the session
-// may go on.
-func (c *Conn) hello() bool {
-	_ = c.nc.SetReadDeadline(time.Now().Add(c.g.opts.HelloTimeout))
-	frame, text, err := c.tr.readFrame()
-	if err != nil {
-		c.readFailed(err)
-		return false
-	}
-	c.json = text
-	t, m, err := decode(frame, text)
-	if err != nil {
-		c.fail(err, true)
-		return false
-	}
-	h, ok := m.(*pb.Hello)
-	if !ok {
-		c.fail(wire.Errorf(pb.ErrorCode_UNAUTHENTICATED, "the first frame must be hello, got %s", t), true)
-		return false
-	}
-	id, err := c.g.verifier.Verify(h.GetToken())
-	if err != nil {
-		c.g.metrics.authFailures.Inc()
-		c.fail(wire.Errorf(pb.ErrorCode_UNAUTHENTICATED, "%v", err), true)
-		return false
-	}
-	switch h.GetDeviceKind() {
-	case "", "mobile", "desktop", "web":
-	default:
-		c.fail(wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "device_kind %q: want mobile, desktop or web", h.GetDeviceKind()), true)
-		return false
-	}
-	c.id, c.kind = id, h.GetDeviceKind()
-	if c.kind == "" {
-		c.kind = "desktop"
-	}
-	// The summary (a Postgres read by uid) does not depend on the session:
-	// read it while the session opens.
-	type summaryResult struct {
-		s   *pb.Summary
-		err error
-	}
-	summaryCh := make(chan summaryResult, 1)
-	go func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		sm, err := c.summary(sctx)
-		summaryCh <- summaryResult{sm, err}
-	}()
-	sess, pending, err := c.g.startSession(context.Background(), c)
-	if errors.Is(err, errTooManyConns) {
-		c.fail(wire.Errorf(pb.ErrorCode_LIMIT_EXCEEDED, "user %d already holds %d connections on this gateway", id.UID, c.g.opts.MaxConnsPerUser), true)
-		return false
-	}
-	if err != nil {
-		c.logger().Warn("open device session", zap.Error(err))
-		c.fail(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot open the device's inbox now; retry"), true)
-		return false
-	}
-	c.g.metrics.handshakes.Inc()
-	cursor := sess.State().Cursor
-	sr := <-summaryCh
-	summary, err := sr.s, sr.err
-	if err != nil {
-		c.logger().Warn("login summary", zap.Error(err)) // the client can ask again
-		summary = &pb.Summary{}
-	}
-	summary.Pending = pending
-	tooLong := pending > uint64(c.g.opts.OfflineThreshold)
-	// The welcome is the first frame; live entries that arrived meanwhile
-	// and the backfill follow it (start).
-	ok = c.enqueue(outItem{msg: &pb.Welcome{
-		Uid:              id.UID,
-		Device:           id.Device,
-		Cursor:           cursor,
-		Epoch:            c.g.epoch,
-		HeartbeatMs:      uint32(c.g.opts.Heartbeat / time.Millisecond),
-		MaxFrame:         uint32(c.g.opts.MaxFrame),
-		Server:           "inboxd/" + c.g.opts.ID,
-		Pending:          pending,
-		PageSize:         uint32(sess.prof.pageSize),
-		MaxInflightSends: uint32(c.g.opts.MaxInflightSends),
-		Summary:          summary,
-		OfflineTooLong:   tooLong,
-	}})
-	if c.isClosed() {
-		sess.close() // closed while the session opened
-		return false
-	}
-	if tooLong {
-		nctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := sess.sendNewest(nctx); err != nil {
-			c.logger().Warn("newest page", zap.Error(err)) // the drain still delivers everything
-		}
-		cancel()
-	}
-	sess.start()
-	return ok
 }
 
 // logger returns the gateway's logger with this connection's fields. It
@@ -424,194 +330,4 @@ func (c *Conn) handle(t wire.FrameType, m proto.Message) bool {
 		c.fail(wire.Errorf(pb.ErrorCode_NOT_IMPLEMENTED, "%s frames are not served by this gateway yet", t), false)
 		return true
 	}
-}
-
-// writeLoop owns the socket's write side while there is something to
-// write. Each round it takes everything waiting on the live lane (control
-// frames, live entries: the latter coalesced into one Batch frame), then
-// at most one backfill page, and writes all of it with one syscall under a
-// deadline. Live traffic is therefore never behind more than one page.
-// With both lanes empty it gives its buffers back and ends; kick starts
-// the next one.
-func (c *Conn) writeLoop() {
-	w := getWriter(c)
-	defer putWriter(w)
-	for {
-		if c.isClosed() {
-			return
-		}
-		w.items = c.takeOut(w.items[:0])
-		for _, it := range w.items {
-			if !w.closing {
-				w.add(it)
-			}
-		}
-		clear(w.items)
-		select {
-		case pg := <-c.backfill:
-			w.addPage(pg)
-		default:
-		}
-		if len(w.buf) == 0 && len(w.raws) == 0 && !w.closing {
-			// Nothing to write: stop, unless something came in between.
-			c.writing.Store(false)
-			if (c.outEmpty() && len(c.backfill) == 0) || !c.writing.CompareAndSwap(false, true) {
-				return
-			}
-			continue
-		}
-		if err := w.flush(); err != nil || w.closing {
-			c.close()
-			return
-		}
-	}
-}
-
-// writer is a connection's write state, pooled: nothing is allocated per
-// delivered message once its buffers have grown, and an idle connection
-// holds none.
-type writer struct {
-	c       *Conn
-	buf     []byte
-	scratch []byte
-	raws    [][]byte
-	seqs    []uint64
-	items   []outItem
-	closing bool
-}
-
-var writerPool = sync.Pool{New: func() any { return new(writer) }}
-
-func getWriter(c *Conn) *writer {
-	w := writerPool.Get().(*writer)
-	w.c = c
-	return w
-}
-
-func putWriter(w *writer) {
-	if cap(w.buf) > 256<<10 {
-		w.buf = nil
-	}
-	clear(w.raws)
-	w.buf, w.raws, w.seqs, w.items = w.buf[:0], w.raws[:0], w.seqs[:0], w.items[:0]
-	w.c, w.closing = nil, false
-	writerPool.Put(w)
-}
-
-func (w *writer) add(it outItem) {
-	if it.live != nil {
-		w.raws = append(w.raws, it.live)
-		w.seqs = append(w.seqs, it.liveSeq)
-		return
-	}
-	w.endLive()
-	var err error
-	w.buf, w.scratch, err = w.c.encode(w.buf, w.scratch, it)
-	if err != nil {
-		w.c.logger().Error("encode frame", zap.Error(err))
-	}
-	w.closing = w.closing || it.close
-}
-
-// endLive turns the live entries gathered so far into one Batch frame.
-func (w *writer) endLive() {
-	if len(w.raws) == 0 {
-		return
-	}
-	h := wire.BatchHeader{Lane: pb.Lane_LIVE}
-	if s := w.c.session(); s != nil {
-		h.BatchID = s.liveBatch(w.seqs)
-	}
-	w.appendBatch(&h, nil, w.raws)
-	w.c.g.metrics.liveMessages.Add(float64(len(w.raws)))
-	clear(w.raws)
-	w.raws, w.seqs = w.raws[:0], w.seqs[:0]
-}
-
-func (w *writer) addPage(pg *page) {
-	w.endLive()
-	w.appendBatch(&pg.hdr, pg.msgs, nil)
-	putPage(pg)
-}
-
-func (w *writer) appendBatch(h *wire.BatchHeader, msgs []wire.Message, raws [][]byte) {
-	c := w.c
-	if c.json {
-		b := &pb.Batch{Lane: h.Lane, BatchId: h.BatchID, HasMore: h.HasMore, Newest: h.Newest}
-		for i := range msgs {
-			m := &msgs[i]
-			b.Messages = append(b.Messages, &pb.Message{Seq: m.Seq, MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq,
-				SenderUid: m.SenderUID, Kind: m.Kind, Text: m.Text, CreatedAtMs: m.CreatedAtMs})
-		}
-		for _, r := range raws {
-			pm := new(pb.Message)
-			if proto.Unmarshal(r, pm) == nil {
-				b.Messages = append(b.Messages, pm)
-			}
-		}
-		w.buf, w.scratch, _ = c.encode(w.buf, w.scratch, outItem{msg: b})
-		return
-	}
-	n := wire.BatchFrameSize(h, msgs, raws)
-	w.buf = c.tr.appendHeader(w.buf, n, false)
-	w.buf = wire.AppendBatchFrame(w.buf, h, msgs, raws)
-}
-
-func (w *writer) flush() error {
-	w.endLive()
-	c := w.c
-	if w.closing {
-		if cf := c.tr.closeFrame("closing"); cf != nil {
-			w.buf = append(w.buf, cf...)
-		}
-	}
-	if len(w.buf) == 0 {
-		return nil
-	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.g.opts.WriteTimeout))
-	_, err := c.nc.Write(w.buf)
-	if err != nil && isTimeout(err) {
-		c.g.metrics.timeouts.Inc()
-	}
-	if cap(w.buf) > 1<<20 { // do not keep a burst's buffer forever
-		w.buf = nil
-	} else {
-		w.buf = w.buf[:0]
-	}
-	return err
-}
-
-// validText reports whether s is valid UTF-8 without control characters
-// other than tab and newline.
-func validText(s string, allowNewlines bool) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 && !(allowNewlines && (r == '\n' || r == '\t')) || r == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// encode appends one item in transport framing to buf.
-func (c *Conn) encode(buf, scratch []byte, it outItem) ([]byte, []byte, error) {
-	if it.raw != nil {
-		return append(buf, it.raw...), scratch, nil
-	}
-	if it.msg == nil {
-		return buf, scratch, nil
-	}
-	var err error
-	if c.json {
-		scratch, err = wire.MarshalJSONFrame(it.msg)
-	} else {
-		scratch, err = wire.AppendFrame(scratch[:0], it.msg)
-	}
-	if err != nil {
-		return buf, scratch, err
-	}
-	buf = c.tr.appendHeader(buf, len(scratch), c.json)
-	return append(buf, scratch...), scratch, nil
 }

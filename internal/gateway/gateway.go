@@ -5,17 +5,12 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"time"
-	"unicode/utf8"
 
-	"github.com/gobwas/ws"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,8 +34,10 @@ type Gateway struct {
 	parts    *partInfos
 	mirror   *cursorMirror
 	bodies   *bodyCache
-	kinds    *convKinds
-	epoch    uint64
+	events   *eventWriter
+	// loginWarns rate-limits the log lines of refused logins.
+	loginWarns *logLimiter
+	epoch      uint64
 
 	resultPrefix string
 	resultSub    *nats.Subscription
@@ -69,6 +66,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		epoch:        uint64(time.Now().UnixNano()),
 		resultPrefix: "_INBOXD.gw." + opts.ID + ".",
 		conns:        make(map[*Conn]struct{}),
+		loginWarns:   newLogLimiter(5),
 	}
 	g.sends = newSendTracker(g)
 	g.router = newRouter(g)
@@ -76,7 +74,6 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 	g.parts = &partInfos{g: g, m: make([]partInfo, opts.Layout.InboxPartitions)}
 	g.mirror = &cursorMirror{g: g}
 	g.bodies = newBodyCache(opts.BodyCacheEntries, st.Bodies)
-	g.kinds = &convKinds{g: g}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(8192),
 		jetstream.WithPublishAsyncTimeout(10*time.Second),
@@ -87,6 +84,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		return nil, err
 	}
 	g.js = js
+	g.events = newEventWriter(js, nc, opts.Layout.InboxPartitions, &convKinds{lookup: st.ConvKinds}, log, g.metrics)
 	g.bnc, g.bjs = nc, js
 	if opts.Backfill != nil {
 		if g.bjs, err = jetstream.New(opts.Backfill); err != nil {
@@ -100,6 +98,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 // Start subscribes to send results and opens the listeners.
 func (g *Gateway) Start(ctx context.Context) error {
 	ctx, g.stop = context.WithCancel(ctx)
+	g.events.start(ctx)
 	sub, err := g.nc.Subscribe(g.resultPrefix+"*", g.sends.onResult)
 	if err != nil {
 		return fmt.Errorf("gateway: subscribe results: %w", err)
@@ -107,58 +106,19 @@ func (g *Gateway) Start(ctx context.Context) error {
 	_ = sub.SetPendingLimits(-1, -1)
 	g.resultSub = sub
 	g.parts.refresh(ctx)
-	g.wg.Add(3)
-	go func() {
-		defer g.wg.Done()
-		g.sends.run(ctx)
-	}()
-	go func() {
-		defer g.wg.Done()
-		g.parts.run(ctx, 250*time.Millisecond)
-	}()
-	go func() {
-		defer g.wg.Done()
-		g.mirror.run(ctx, time.Second)
-	}()
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		g.watchReconnects(ctx)
-	}()
-
-	tcp, err := net.Listen("tcp", g.opts.TCPAddr)
-	if err != nil {
-		return fmt.Errorf("gateway: listen tcp %s: %w", g.opts.TCPAddr, err)
+	for _, run := range []func(){
+		func() { g.sends.run(ctx) },
+		func() { g.parts.run(ctx, 250*time.Millisecond) },
+		func() { g.mirror.run(ctx, time.Second) },
+		func() { g.watchReconnects(ctx) },
+	} {
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			run()
+		}()
 	}
-	wsl, err := net.Listen("tcp", g.opts.WSAddr)
-	if err != nil {
-		tcp.Close()
-		return fmt.Errorf("gateway: listen websocket %s: %w", g.opts.WSAddr, err)
-	}
-	if g.opts.TLS != nil {
-		tcp, wsl = tls.NewListener(tcp, g.opts.TLS), tls.NewListener(wsl, g.opts.TLS)
-	}
-	g.mu.Lock()
-	g.lns = []net.Listener{tcp, wsl}
-	g.mu.Unlock()
-	g.wg.Add(2)
-	go g.acceptLoop(tcp, g.serveTCP)
-	go g.acceptLoop(wsl, g.serveWS)
-	g.log.Info("gateway listening", zap.String("websocket", "ws://"+wsl.Addr().String()+g.opts.WSPath),
-		zap.String("tcp", tcp.Addr().String()), zap.String("id", g.opts.ID))
-	return nil
-}
-
-// TCPAddr and WSURL return the bound addresses (useful with port 0).
-func (g *Gateway) TCPAddr() string { return g.lns[0].Addr().String() }
-
-// WSURL returns the WebSocket URL of the gateway.
-func (g *Gateway) WSURL() string {
-	scheme := "ws://"
-	if g.opts.TLS != nil {
-		scheme = "wss://"
-	}
-	return scheme + g.lns[1].Addr().String() + g.opts.WSPath
+	return g.listen()
 }
 
 // Connections returns the number of open client connections.
@@ -190,27 +150,8 @@ func (g *Gateway) Shutdown() {
 		_ = g.resultSub.Unsubscribe()
 	}
 	g.wg.Wait()
+	g.events.wait()
 	g.closeOnce.Do(func() { close(g.router.done) })
-}
-
-func (g *Gateway) acceptLoop(ln net.Listener, serve func(net.Conn)) {
-	defer g.wg.Done()
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// EMFILE and friends: back off instead of spinning.
-			delay = min(max(delay*2, 5*time.Millisecond), time.Second)
-			g.log.Warn("accept", zap.Error(err), zap.Duration("retry_in", delay))
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
-		go serve(nc)
-	}
 }
 
 func (g *Gateway) track(c *Conn) bool {
@@ -233,55 +174,6 @@ func (g *Gateway) forget(c *Conn) {
 	g.mu.Unlock()
 	g.sends.forget(c)
 }
-
-// readBufSize is a connection's read buffer: client frames are small (acks,
-// pings, sends of a few hundred bytes); larger ones are read past it.
-const readBufSize = 1024
-
-func (g *Gateway) serveTCP(nc net.Conn) {
-	tr := &tcpTransport{r: bufio.NewReaderSize(nc, readBufSize), max: g.opts.MaxFrame}
-	c := newConn(g, nc, tr)
-	if g.track(c) {
-		c.serve()
-	} else {
-		nc.Close()
-	}
-}
-
-func (g *Gateway) serveWS(nc net.Conn) {
-	_ = nc.SetDeadline(time.Now().Add(g.opts.HelloTimeout))
-	u := ws.Upgrader{
-		OnRequest: func(uri []byte) error {
-			path := uri
-			for i, b := range uri {
-				if b == '?' {
-					path = uri[:i]
-					break
-				}
-			}
-			if string(path) != g.opts.WSPath {
-				return ws.RejectConnectionError(ws.RejectionStatus(404), ws.RejectionReason("no websocket endpoint here; use "+g.opts.WSPath))
-			}
-			return nil
-		},
-	}
-	if _, err := u.Upgrade(nc); err != nil {
-		g.metrics.upgradeFailures.Inc()
-		nc.Close()
-		return
-	}
-	_ = nc.SetDeadline(time.Time{})
-	tr := &wsTransport{r: bufio.NewReaderSize(nc, readBufSize), max: g.opts.MaxFrame}
-	c := newConn(g, nc, tr)
-	tr.ctl = func(raw []byte) { c.enqueue(outItem{raw: raw}) }
-	if g.track(c) {
-		c.serve()
-	} else {
-		nc.Close()
-	}
-}
-
-func utf8Valid(s string) bool { return utf8.ValidString(s) }
 
 // watchReconnects makes every session re-read its tail after the gateway's
 // NATS connection came back: live announcements (core NATS, at most once)

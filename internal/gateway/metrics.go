@@ -1,21 +1,26 @@
 package gateway
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"golang.org/x/time/rate"
 )
 
 type metrics struct {
-	connections     prometheus.Gauge
-	handshakes      prometheus.Counter
-	authFailures    prometheus.Counter
-	upgradeFailures prometheus.Counter
-	framesIn        prometheus.Counter
-	errors          *prometheus.CounterVec
-	overflows       prometheus.Counter
-	timeouts        prometheus.Counter
-	sendResults     *prometheus.CounterVec
-	duplicateSends  prometheus.Counter
+	connections       prometheus.Gauge
+	handshakes        prometheus.Counter
+	authFailures      prometheus.Counter
+	upgradeFailures   prometheus.Counter
+	framesIn          prometheus.Counter
+	errors            *prometheus.CounterVec
+	overflows         prometheus.Counter
+	timeouts          prometheus.Counter
+	helloTimeouts     prometheus.Counter
+	heartbeatTimeouts prometheus.Counter
+	sendResults       *prometheus.CounterVec
+	duplicateSends    prometheus.Counter
 
 	replaced           prometheus.Counter
 	consumersRecreated prometheus.Counter
@@ -25,6 +30,8 @@ type metrics struct {
 	badAcks            prometheus.Counter
 	pages              *prometheus.CounterVec
 	events             *prometheus.CounterVec
+	eventFailures      *prometheus.CounterVec
+	eventsGivenUp      *prometheus.CounterVec
 	ackRanges          prometheus.Counter
 	orphans            prometheus.Counter
 	ackTimeouts        prometheus.Counter
@@ -58,6 +65,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		timeouts: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_timeouts_total", Help: "Connections closed by a read or write deadline.",
 		}),
+		helloTimeouts: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_hello_timeouts_total", Help: "Connections closed because no hello came within the hello timeout.",
+		}),
+		heartbeatTimeouts: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_heartbeat_timeouts_total",
+			Help: "Logged-in connections closed because the peer was silent for 3 heartbeats (half-open detection).",
+		}),
 		sendResults: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_gateway_send_results_total", Help: "Send results relayed to clients, by status.",
 		}, []string{"status"}),
@@ -86,6 +100,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		events: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_gateway_events_total", Help: "Per-user events written to inboxes, by type.",
 		}, []string{"type"}),
+		eventFailures: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_event_publish_failures_total",
+			Help: "Failed attempts to publish a per-user event (read_sync, receipts), by type; each is retried with backoff.",
+		}, []string{"type"}),
+		eventsGivenUp: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_events_given_up_total",
+			Help: "Per-user events given up after their retries (a later read or confirmation supersedes them), by type.",
+		}, []string{"type"}),
 		orphans: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_orphaned_deliveries_total",
 			Help: "Fetches dropped because the consumer had delivered entries to a pull request nobody read; the consumer is put back at the cursor.",
@@ -101,4 +123,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_gateway_bad_acks_total", Help: "Acks naming batches or messages not awaiting confirmation.",
 		}),
 	}
+}
+
+// logLimiter bounds a repetitive log line (failed logins, events given up)
+// to a few a second: a storm of them (a reconnect wave with expired
+// tokens, a long NATS outage) must not flood the log. The lines it lets
+// through say how many were suppressed since the previous one.
+type logLimiter struct {
+	lim        *rate.Limiter
+	suppressed atomic.Int64
+}
+
+func newLogLimiter(perSecond int) *logLimiter {
+	return &logLimiter{lim: rate.NewLimiter(rate.Limit(perSecond), perSecond)}
+}
+
+// allow reports whether a line may be logged now and how many were
+// suppressed before it.
+func (l *logLimiter) allow() (bool, int64) {
+	if !l.lim.Allow() {
+		l.suppressed.Add(1)
+		return false, 0
+	}
+	return true, l.suppressed.Swap(0)
 }

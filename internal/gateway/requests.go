@@ -6,11 +6,11 @@ import (
 	"strconv"
 	"time"
 
-	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
 )
@@ -72,19 +72,6 @@ func limited(l *rate.Limiter) error {
 	return nil
 }
 
-func (c *Conn) summary(ctx context.Context) (*pb.Summary, error) {
-	rows, err := c.g.st.Summary(ctx, c.id.UID)
-	if err != nil {
-		return nil, err
-	}
-	s := &pb.Summary{}
-	for _, r := range rows {
-		s.Convs = append(s.Convs, &pb.ConvSummary{ConvId: r.ConvID, Unread: r.Unread, LastSeq: r.LastSeq, ReadSeq: r.ReadSeq,
-			LastMsgId: r.LastMsgID, LastSenderUid: r.LastSenderUID, LastPreview: r.LastPreview, LastAtMs: r.LastAt.UnixMilli()})
-	}
-	return s, nil
-}
-
 func (c *Conn) handlePull(p *pb.Pull) {
 	c.request(p.GetRequestId(), func(ctx context.Context) (proto.Message, error) {
 		if p.GetConvId() <= 0 || p.GetLimit() > store.MaxPull || p.GetAfterConvSeq() < 0 || p.GetBeforeConvSeq() < 0 {
@@ -116,17 +103,23 @@ func (c *Conn) handleRead(r *pb.Read) {
 		if err != nil {
 			return nil, err
 		}
+		// The position is committed: read_result says so. The events that
+		// tell it are durable-effort (events.go): a failed publish is
+		// retried in the background, and the next read of the conversation
+		// publishes them again for the read_seq in Postgres.
 		seq := strconv.FormatInt(readSeq, 10)
 		conv := strconv.FormatInt(r.GetConvId(), 10)
 		// Every device of the user (this one included) learns the position.
-		if err := c.g.publishEvent(ctx, uid, &pb.Event{Type: pb.EventType_READ_SYNC, ConvId: r.GetConvId(), UpToConvSeq: readSeq},
-			"rs:"+conv+":"+strconv.FormatInt(uid, 10)+":"+seq); err != nil {
-			return nil, err
-		}
+		sync := &event{uid: uid, dedupeID: "rs:" + conv + ":" + strconv.FormatInt(uid, 10) + ":" + seq,
+			entry: streams.Entry{ConvID: r.GetConvId(), ConvSeq: readSeq, EventType: pb.EventType_READ_SYNC}}
+		syncErr := c.g.events.publishOrRetry(ctx, sync)
 		if vis.Kind == store.KindDirect && vis.PeerUID != 0 {
-			if err := c.g.publishEvent(ctx, vis.PeerUID, &pb.Event{Type: pb.EventType_READ, ConvId: r.GetConvId(), UpToConvSeq: readSeq, PeerUid: uid},
-				"rd:"+conv+":"+strconv.FormatInt(uid, 10)+":"+seq); err != nil {
-				c.logger().Warn("read receipt", zap.Error(err))
+			receipt := &event{uid: vis.PeerUID, dedupeID: "rd:" + conv + ":" + strconv.FormatInt(uid, 10) + ":" + seq,
+				entry: streams.Entry{ConvID: r.GetConvId(), ConvSeq: readSeq, EventType: pb.EventType_READ, EventPeer: uid}}
+			if syncErr != nil {
+				c.g.events.later(receipt) // NATS just failed: do not make the reader wait a second time
+			} else {
+				_ = c.g.events.publishOrRetry(ctx, receipt)
 			}
 		}
 		return &pb.ReadResult{RequestId: r.GetRequestId(), ConvId: r.GetConvId(), ReadSeq: readSeq}, nil
@@ -148,7 +141,10 @@ func (c *Conn) handleReadCount(r *pb.ReadCount) {
 
 func (c *Conn) handleSummaryRequest(r *pb.SummaryRequest) {
 	c.request(r.GetRequestId(), func(ctx context.Context) (proto.Message, error) {
-		s, err := c.summary(ctx)
+		if r.GetBeforeMsgId() < 0 {
+			return nil, wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "summary_request needs before_msg_id ≥ 0")
+		}
+		s, err := c.summary(ctx, r.GetBeforeMsgId())
 		if err != nil {
 			return nil, err
 		}

@@ -210,7 +210,7 @@ func (s *session) onAck(batchIDs, seqs []uint64) error {
 	}
 	wantTail := s.led.Ahead() > 0
 	s.mu.Unlock()
-	s.g.deliveredReceipts(s.uid, receipts(r.Receipts))
+	s.g.deliveredReceipts(s.uid, s.device, receipts(r.Receipts))
 	if r.Moved || wantTail || r.Batches > 0 {
 		s.poke()
 	}
@@ -253,7 +253,7 @@ func (s *session) onAckRange(upTo uint64) error {
 	}
 	s.mu.Unlock()
 	s.g.metrics.ackRanges.Inc()
-	s.g.deliveredReceipts(s.uid, receipts(r.Receipts))
+	s.g.deliveredReceipts(s.uid, s.device, receipts(r.Receipts))
 	s.poke()
 	return nil
 }

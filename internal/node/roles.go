@@ -75,7 +75,7 @@ func (n *Node) startGateway(run context.Context, cfg config.Config, login natsLo
 		return err
 	}
 	n.Gateway, err = gateway.New(gateway.Options{
-		WSAddr: cfg.WSAddr, TCPAddr: cfg.TCPAddr, Layout: cfg.Layout, Heartbeat: cfg.Heartbeat,
+		WSAddr: cfg.WSAddr, TCPAddr: cfg.TCPAddr, Layout: cfg.Layout, Heartbeat: cfg.Heartbeat, AckTimeout: cfg.AckTimeout,
 		DeviceIdleReap: cfg.DeviceReap, TailScan: cfg.TailScan,
 		NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax,
 		OfflineThreshold: cfg.OfflineThreshold, PullRate: rate.Limit(cfg.PullRate),

@@ -157,17 +157,28 @@ type DeviceCursor struct {
 	AckSeq   uint64
 }
 
-// NthNewestSeq returns the seq of uid's n-th newest archived entry.
-func (s *Store) NthNewestSeq(ctx context.Context, uid int64, n int) (uint64, bool, error) {
-	var seq int64
-	err := s.Pool.QueryRow(ctx, `SELECT seq FROM inbox_archive WHERE uid = $1 ORDER BY seq DESC OFFSET $2 LIMIT 1`, uid, n-1).Scan(&seq)
-	if err == pgx.ErrNoRows {
-		return 0, false, nil
+// NthNewestSeq returns the seq of uid's n-th newest archived entry (n ≥ 1);
+// found is false when uid has fewer than n. It reads a window of at most n
+// entries of the (uid, seq) index, descending from the head, and takes the
+// lowest: no OFFSET, so the cost is bounded by n whatever the user's
+// history, and the read can never skip or repeat rows as an OFFSET over a
+// changing table might.
+func (s *Store) NthNewestSeq(ctx context.Context, uid int64, n int) (seq uint64, found bool, err error) {
+	if n < 1 {
+		return 0, false, fmt.Errorf("store: n-th newest entry: n = %d, want at least 1", n)
 	}
+	var low *int64
+	var got int
+	err = s.Pool.QueryRow(ctx, `
+		SELECT min(seq), count(*) FROM (
+			SELECT seq FROM inbox_archive WHERE uid = $1 ORDER BY seq DESC LIMIT $2) newest`, uid, n).Scan(&low, &got)
 	if err != nil {
 		return 0, false, fmt.Errorf("store: n-th newest entry: %w", err)
 	}
-	return uint64(seq), true, nil
+	if got < n || low == nil {
+		return 0, false, nil
+	}
+	return uint64(*low), true, nil
 }
 
 // GetDeviceCursor returns the mirror of a device's cursor; found is false

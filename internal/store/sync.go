@@ -28,9 +28,14 @@ type ConvSummary struct {
 	LastAt        time.Time
 }
 
-// SummaryLimit bounds the conversations of one summary (newest first).
+// SummaryLimit is the most conversations of one summary page.
 const SummaryLimit = 200
 
+// The summary is paged by keyset on the last message's msg_id, descending:
+// msg_id is unique and time-ordered, so pages neither repeat nor skip a
+// conversation, whatever ties there are in time. A conversation whose last
+// message changes while a client pages moves to the front (the client
+// learns of it from the message itself).
 const sqlSummary = `
 	SELECT c.conv_id, c.last_seq - GREATEST(m.read_seq, m.joined_seq) AS unread, c.last_seq,
 	       GREATEST(m.read_seq, m.joined_seq), lm.msg_id, lm.sender_uid, left(lm.body, 80), lm.created_at
@@ -40,18 +45,25 @@ const sqlSummary = `
 		SELECT msg_id, sender_uid, body, created_at FROM msg_content
 		WHERE conv_id = c.conv_id AND conv_seq = c.last_seq) lm
 	WHERE m.uid = $1 AND m.left_seq IS NULL AND c.last_seq > GREATEST(m.read_seq, m.joined_seq)
-	ORDER BY lm.created_at DESC
-	LIMIT $2`
+	  AND ($2::bigint = 0 OR lm.msg_id < $2::bigint)
+	ORDER BY lm.msg_id DESC
+	LIMIT $3`
 
-// Summary returns uid's conversations with anything unread, newest first:
-// unread = last_seq - read_seq (a sender's read_seq rises with each of its
-// own messages, so its own messages count as read; messages before it
-// joined are not counted). Served by the indexes conv_member_by_uid,
-// conversation's primary key and msg_content (conv_id, conv_seq).
-func (s *Store) Summary(ctx context.Context, uid int64) ([]ConvSummary, error) {
-	rows, err := s.Pool.Query(ctx, sqlSummary, uid, SummaryLimit)
+// Summary returns a page of uid's conversations with anything unread,
+// newest last message first: at most limit of them whose last msg_id is
+// below beforeMsgID (0: the first page); more says whether more follow
+// (ask with the last one's LastMsgID). unread = last_seq - read_seq (a
+// sender's read_seq rises with each of its own messages, so its own
+// messages count as read; messages before it joined are not counted).
+// Served by the indexes conv_member_by_uid, conversation's primary key and
+// msg_content (conv_id, conv_seq).
+func (s *Store) Summary(ctx context.Context, uid, beforeMsgID int64, limit int) (_ []ConvSummary, more bool, _ error) {
+	if limit <= 0 || limit > SummaryLimit {
+		limit = SummaryLimit
+	}
+	rows, err := s.Pool.Query(ctx, sqlSummary, uid, beforeMsgID, limit+1)
 	if err != nil {
-		return nil, fmt.Errorf("store: summary: %w", err)
+		return nil, false, fmt.Errorf("store: summary: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConvSummary, error) {
 		var c ConvSummary
@@ -59,14 +71,18 @@ func (s *Store) Summary(ctx context.Context, uid int64) ([]ConvSummary, error) {
 		return c, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: summary: %w", err)
+		return nil, false, fmt.Errorf("store: summary: %w", err)
 	}
-	return out, nil
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
 }
 
-// ExplainSummary returns the query plan of Summary (for tests and docs).
+// ExplainSummary returns the query plan of Summary's first page (for
+// tests and docs).
 func (s *Store) ExplainSummary(ctx context.Context, uid int64) (string, error) {
-	rows, err := s.Pool.Query(ctx, "EXPLAIN "+sqlSummary, uid, SummaryLimit)
+	rows, err := s.Pool.Query(ctx, "EXPLAIN "+sqlSummary, uid, 0, SummaryLimit+1)
 	if err != nil {
 		return "", err
 	}

@@ -1,0 +1,191 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/wire"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// The login: the first frame must be a hello with a valid token; then the
+// device's session opens while its summary is read, the welcome goes out
+// first, and the session starts. Every refusal is a fatal coded error, and
+// a log line with the remote address (rate-limited: loginFailed).
+
+// hello runs the login. It reports whether the session may go on.
+func (c *Conn) hello() bool {
+	h, ok := c.readHello()
+	if !ok {
+		return false
+	}
+	id, err := c.g.verifier.Verify(h.GetToken())
+	if err != nil {
+		c.g.metrics.authFailures.Inc()
+		c.loginFailed(wire.Errorf(pb.ErrorCode_UNAUTHENTICATED, "%v", err), nil)
+		return false
+	}
+	kind, werr := deviceKind(h.GetDeviceKind())
+	if werr != nil {
+		c.loginFailed(werr, nil)
+		return false
+	}
+	c.id, c.kind = id, kind
+	sess, pending, summary, ok := c.openSession(id)
+	if !ok {
+		return false
+	}
+	c.g.metrics.handshakes.Inc()
+	summary.Pending = pending
+	tooLong := pending > uint64(c.g.opts.OfflineThreshold)
+	// The welcome is the first frame; live entries that arrived meanwhile
+	// and the backfill follow it (start).
+	ok = c.enqueue(outItem{msg: c.welcome(sess, pending, summary, tooLong)})
+	if c.isClosed() {
+		sess.close() // closed while the session opened
+		return false
+	}
+	if tooLong {
+		nctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := sess.sendNewest(nctx); err != nil {
+			c.logger().Warn("newest page", zap.Error(err)) // the drain still delivers everything
+		}
+		cancel()
+	}
+	sess.start()
+	return ok
+}
+
+// readHello reads the first frame within the hello timeout; it must be a
+// hello. The frame's form (binary or JSON) is the connection's from then on.
+func (c *Conn) readHello() (*pb.Hello, bool) {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.g.opts.HelloTimeout))
+	frame, text, err := c.tr.readFrame()
+	if err != nil {
+		c.readFailed(err, false)
+		return nil, false
+	}
+	c.json = text
+	t, m, err := decode(frame, text)
+	if err != nil {
+		var we *wire.Error
+		if !errors.As(err, &we) {
+			we = wire.Errorf(pb.ErrorCode_BAD_FRAME, "%v", err)
+		}
+		c.loginFailed(we, nil)
+		return nil, false
+	}
+	h, ok := m.(*pb.Hello)
+	if !ok {
+		c.loginFailed(wire.Errorf(pb.ErrorCode_UNAUTHENTICATED, "the first frame must be hello, got %s", t), nil)
+		return nil, false
+	}
+	return h, true
+}
+
+// deviceKind checks hello's device_kind (empty: desktop).
+func deviceKind(k string) (string, *wire.Error) {
+	switch k {
+	case "":
+		return "desktop", nil
+	case "mobile", "desktop", "web":
+		return k, nil
+	}
+	return "", wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "device_kind %q: want mobile, desktop or web", k)
+}
+
+// openSession opens the device's session and reads the first page of its
+// summary meanwhile (a Postgres read by uid that does not depend on the
+// session). Either failing fails the login: an empty summary would tell
+// the device it has nothing unread, and the client retries UNAVAILABLE
+// with backoff.
+func (c *Conn) openSession(id auth.Identity) (*session, uint64, *pb.Summary, bool) {
+	type summaryResult struct {
+		s   *pb.Summary
+		err error
+	}
+	summaryCh := make(chan summaryResult, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sm, err := c.summary(sctx, 0)
+		summaryCh <- summaryResult{sm, err}
+	}()
+	sess, pending, err := c.g.startSession(context.Background(), c)
+	if errors.Is(err, errTooManyConns) {
+		c.loginFailed(wire.Errorf(pb.ErrorCode_LIMIT_EXCEEDED, "user %d already holds %d connections on this gateway", id.UID, c.g.opts.MaxConnsPerUser), nil)
+		return nil, 0, nil, false
+	}
+	if err != nil {
+		c.loginFailed(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot open the device's inbox now; retry"), err)
+		return nil, 0, nil, false
+	}
+	sr := <-summaryCh
+	if sr.err != nil {
+		sess.close()
+		c.loginFailed(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot read the login summary now; retry"), sr.err)
+		return nil, 0, nil, false
+	}
+	return sess, pending, sr.s, true
+}
+
+func (c *Conn) welcome(sess *session, pending uint64, summary *pb.Summary, tooLong bool) *pb.Welcome {
+	return &pb.Welcome{
+		Uid:              c.id.UID,
+		Device:           c.id.Device,
+		Cursor:           sess.State().Cursor,
+		Epoch:            c.g.epoch,
+		HeartbeatMs:      uint32(c.g.opts.Heartbeat / time.Millisecond),
+		MaxFrame:         uint32(c.g.opts.MaxFrame),
+		Server:           "inboxd/" + c.g.opts.ID,
+		Pending:          pending,
+		PageSize:         uint32(sess.prof.pageSize),
+		MaxInflightSends: uint32(c.g.opts.MaxInflightSends),
+		Summary:          summary,
+		OfflineTooLong:   tooLong,
+	}
+}
+
+// loginFailed refuses the login with we (fatal) and logs it with the
+// remote address, at most a few lines a second per gateway: a wave of
+// clients with expired tokens must not flood the log. cause, if any, is
+// what went wrong inside (never sent to the client).
+func (c *Conn) loginFailed(we *wire.Error, cause error) {
+	c.fail(we, true)
+	ok, suppressed := c.g.loginWarns.allow()
+	if !ok {
+		return
+	}
+	fields := []zap.Field{zap.String("remote", c.nc.RemoteAddr().String()), zap.String("code", we.Code.String()),
+		zap.String("reason", we.Message), zap.Int64("suppressed", suppressed)}
+	if c.id.UID != 0 {
+		fields = append(fields, zap.Int64("uid", c.id.UID), zap.String("device", c.id.Device))
+	}
+	if cause != nil {
+		fields = append(fields, zap.Error(cause))
+	}
+	c.g.log.Warn("login refused", fields...)
+}
+
+// summary reads a page of the user's login summary: the first (before 0)
+// or the one after the conversation whose last message is before.
+func (c *Conn) summary(ctx context.Context, before int64) (*pb.Summary, error) {
+	rows, more, err := c.g.st.Summary(ctx, c.id.UID, before, store.SummaryLimit)
+	if err != nil {
+		return nil, err
+	}
+	s := &pb.Summary{HasMore: more}
+	for _, r := range rows {
+		s.Convs = append(s.Convs, &pb.ConvSummary{ConvId: r.ConvID, Unread: r.Unread, LastSeq: r.LastSeq, ReadSeq: r.ReadSeq,
+			LastMsgId: r.LastMsgID, LastSenderUid: r.LastSenderUID, LastPreview: r.LastPreview, LastAtMs: r.LastAt.UnixMilli()})
+	}
+	if more {
+		s.NextBeforeMsgId = rows[len(rows)-1].LastMsgID
+	}
+	return s, nil
+}
