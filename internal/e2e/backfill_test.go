@@ -243,9 +243,10 @@ func TestBackfillTokenBucket(t *testing.T) {
 		rate    float64
 		burst   int
 	}{
-		// Burst at least the page size: the gateway takes a page's tokens
-		// at once, capped at the burst.
 		{"per user", testnode.Gateway(t, n, gateway.Options{UserBackfillRate: 200, UserBackfillBurst: 100}).TCPAddr(), 2, 600, 200, 100},
+		// A burst below the page size (mobile pages are 100): a page's
+		// tokens are taken in pieces, not one burst for the whole page.
+		{"per user, burst below the page", testnode.Gateway(t, n, gateway.Options{UserBackfillRate: 100, UserBackfillBurst: 20}).TCPAddr(), 4, 300, 100, 20},
 		{"mobile kind", n.Gateway.TCPAddr(), 3, 4000, kindProfiles["mobile"].rate, kindProfiles["mobile"].burst},
 	}
 	for _, tc := range cases {

@@ -157,13 +157,28 @@ type backfillBudget struct {
 	userBurst   int
 }
 
-// wait takes n messages' worth from both buckets (at most a burst each).
+// wait takes n messages' worth from both buckets. A page larger than a
+// bucket's burst is taken in pieces of at most the burst (WaitN refuses
+// more than the burst at once): taking only one burst would let pages run
+// page/burst times faster than the rate.
 func (b backfillBudget) wait(ctx context.Context, n int) error {
-	if err := b.device.WaitN(ctx, min(n, b.deviceBurst)); err != nil {
+	if err := waitPieces(ctx, b.device, n, b.deviceBurst); err != nil {
 		return err
 	}
 	if ul := b.user(); ul != nil {
-		return ul.WaitN(ctx, min(n, b.userBurst))
+		return waitPieces(ctx, ul, n, b.userBurst)
+	}
+	return nil
+}
+
+func waitPieces(ctx context.Context, l *rate.Limiter, n, burst int) error {
+	burst = max(burst, 1)
+	for n > 0 {
+		k := min(n, burst)
+		if err := l.WaitN(ctx, k); err != nil {
+			return err
+		}
+		n -= k
 	}
 	return nil
 }
