@@ -1,7 +1,8 @@
 // Package client is the Go client of inboxd: it connects over WebSocket or
-// raw TCP, says hello with a signed token, reconnects with jittered backoff,
-// and sends messages idempotently (a send is retried with the same
-// client_msg_id until the server answers STORED or REJECTED).
+// raw TCP, says hello with a signed token, reconnects with jittered backoff
+// (but not once its device logged in elsewhere: ErrReplaced), and sends
+// messages idempotently (a send is retried with the same client_msg_id
+// until the server answers STORED or REJECTED).
 package client
 
 import (
@@ -46,8 +47,9 @@ type Options struct {
 	// LocalAddr, when set, is the local address to dial from (load tools
 	// spread connections over 127.0.0.x source addresses).
 	LocalAddr net.Addr
-	// OnError, when set, receives non-fatal errors (protocol errors from the
-	// server, failed connection attempts).
+	// OnError, when set, receives the errors the client gets over (protocol
+	// errors from the server, lost connections, failed connection
+	// attempts), and once the error that stopped it (ErrReplaced).
 	OnError func(error)
 
 	// Handler receives the device's messages (see Handler). Without one the
@@ -107,6 +109,18 @@ func (o *Options) setDefaults() {
 // ErrClosed is returned by calls on a closed client.
 var ErrClosed = errors.New("client: closed")
 
+// ErrReplaced ends a client whose device (the uid and device id of its
+// token) logged in on another connection: the server ends the older session
+// with SESSION_REPLACED. The newer login wins, as in other IM clients: the
+// replaced client stops for good, as if closed, and does not reconnect —
+// two running copies of one device would otherwise take the session from
+// each other in a loop, each login resetting the other's delivery. The
+// error reaches OnError once, Done is closed, and Err, Close, pending
+// sends and every later call return it (errors.Is(err, ErrReplaced); it
+// wraps the server's *wire.Error). An application shows it ("signed in
+// elsewhere") and Dials again only if the user wants the session back.
+var ErrReplaced = errors.New("client: session replaced")
+
 // Client is a connection to inboxd that survives reconnects.
 type Client struct {
 	opts Options
@@ -114,7 +128,8 @@ type Client struct {
 	mu      sync.Mutex
 	cur     *session
 	welcome *pb.Welcome
-	closed  bool
+	closed  bool  // by Close or by the server (err)
+	err     error // why the server stopped the client (ErrReplaced), nil after Close
 
 	// Sends: every send not answered for good is in pending; those waiting
 	// for a slot on the wire are in queue, in issue order. At most limit are
@@ -152,8 +167,10 @@ type pendingSend struct {
 }
 
 // Dial connects, says hello and waits for welcome. The client then keeps the
-// connection up (reconnecting as needed) until Close. Dial fails when the
-// first connection fails: a wrong token or URL is reported, not retried.
+// connection up (reconnecting as needed) until Close, or until the device
+// logs in on another connection (ErrReplaced, after which it does not
+// reconnect). Dial fails when the first connection fails: a wrong token or
+// URL is reported, not retried.
 func Dial(ctx context.Context, opts Options) (*Client, error) {
 	opts.setDefaults()
 	c := &Client{
@@ -187,13 +204,39 @@ func (c *Client) Welcome() *pb.Welcome {
 	return c.welcome
 }
 
+// Done is closed once the client stopped: after Close, or when the server
+// ended it for good (see Err).
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err is nil while the client runs. Once it stopped it is ErrClosed after
+// Close, or the error that stopped it on its own (ErrReplaced).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		return nil
+	}
+	return c.stopErrLocked()
+}
+
+// stopErrLocked is what calls on a stopped client return.
+func (c *Client) stopErrLocked() error {
+	if c.err != nil {
+		return c.err
+	}
+	return ErrClosed
+}
+
 // Close ends the session and stops reconnecting. Pending sends fail with
-// ErrClosed.
+// ErrClosed. Close of a client that had stopped on its own returns the
+// reason (ErrReplaced) once it is fully stopped.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
+		err := c.err
 		c.mu.Unlock()
-		return nil
+		<-c.done
+		return err
 	}
 	c.closed = true
 	s := c.cur
@@ -221,6 +264,24 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	<-c.done
 	return nil
+}
+
+// replacedBy stops the client because the server replaced s (see
+// ErrReplaced). The client is marked stopped before the connection closes,
+// so that everything waiting on s learns why; run finishes the stop.
+func (c *Client) replacedBy(s *session, werr *wire.Error) {
+	err := fmt.Errorf("%w: %w", ErrReplaced, werr)
+	s.replaced = err
+	c.mu.Lock()
+	first := !c.closed
+	if first { // not during Close: then it is only closed
+		c.closed, c.err = true, err
+	}
+	c.mu.Unlock()
+	if first {
+		c.report(err)
+	}
+	s.conn.close()
 }
 
 func (c *Client) report(err error) {
@@ -278,7 +339,7 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	return s, nil
 }
 
-// run keeps a session up until Close.
+// run keeps a session up until Close or a replacement (ErrReplaced).
 func (c *Client) run(s *session) {
 	defer close(c.done)
 	attempt := 0
@@ -293,6 +354,16 @@ func (c *Client) run(s *session) {
 			attempt = 0
 			s.run()
 			c.down(s)
+			if s.replaced != nil {
+				// The device logged in elsewhere: that login wins (see
+				// ErrReplaced). handle already marked the client stopped.
+				c.cancel()
+				c.mu.Lock()
+				err := c.stopErrLocked()
+				c.mu.Unlock()
+				c.failPending(err)
+				return
+			}
 			hint = s.retryAfter()
 		}
 		if c.ctx.Err() != nil {
@@ -436,8 +507,10 @@ type session struct {
 	welcome *pb.Welcome
 	done    chan struct{}
 	// hint is the retry_after_ms of the fatal error the server ended the
-	// session with: written by run's goroutine, read once run returned.
-	hint time.Duration
+	// session with; replaced is set when that error was SESSION_REPLACED.
+	// Both are written by run's goroutine and read once run returned.
+	hint     time.Duration
+	replaced error
 }
 
 // retryAfter is the server's hint for when to come back (0: none).
@@ -464,7 +537,7 @@ func (s *session) run() {
 		s.conn.setReadDeadline(time.Now().Add(3 * hb))
 		frame, err := s.conn.readFrame()
 		if err != nil {
-			if s.c.ctx.Err() == nil {
+			if s.c.ctx.Err() == nil && s.replaced == nil {
 				s.c.report(fmt.Errorf("client: connection lost: %w", err))
 			}
 			return
@@ -503,6 +576,10 @@ func (s *session) handle(m proto.Message) {
 	case *pb.Error:
 		err := wire.FromProto(m)
 		if m.GetRequestId() != 0 && s.c.answer(m.GetRequestId(), m) {
+			return
+		}
+		if err.Code == pb.ErrorCode_SESSION_REPLACED {
+			s.c.replacedBy(s, err)
 			return
 		}
 		s.c.report(err)

@@ -2,13 +2,20 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/admin"
+	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
 )
@@ -119,4 +126,124 @@ func TestAgainstRealNode(t *testing.T) {
 	if p := check.Welcome().GetPending(); p != 0 {
 		t.Fatalf("after the receiver confirmed everything %d entries are pending", p)
 	}
+}
+
+// Two running copies of one device (same uid and device id) against a real
+// node: the second login takes the session over, the first ends with
+// ErrReplaced and stays down (it does not take the session back), so for
+// several heartbeats the gateway replaces no other session, the second
+// copy keeps its session, and a new message goes to it alone.
+func TestSecondLoginOfTheSameDeviceTakesOver(t *testing.T) {
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.Heartbeat = time.Second
+	n := testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ac := &admin.Client{NC: testnode.Admin(t, n)}
+	conv, err := ac.CreateConv(ctx, admin.CreateConvRequest{Members: []int64{1, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// copyOf is one running application of device 2/"phone".
+	type copyOf struct {
+		c        *client.Client
+		got      chan client.Message
+		replaced chan error
+	}
+	start := func() *copyOf {
+		a := &copyOf{got: make(chan client.Message, 16), replaced: make(chan error, 16)}
+		a.c, err = client.Dial(ctx, client.Options{URL: "tcp://" + n.Gateway.TCPAddr(), Token: testenv.Token(t, 2, "phone"),
+			MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+			Handler: func(m client.Message) error { a.got <- m; return nil },
+			OnError: func(err error) {
+				if errors.Is(err, client.ErrReplaced) {
+					a.replaced <- err
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.c.Close() })
+		return a
+	}
+	first := start()
+	second := start()
+
+	select {
+	case <-first.c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first copy is still running 10s after the second logged in")
+	}
+	if err := first.c.Err(); !errors.Is(err, client.ErrReplaced) {
+		t.Fatalf("the first copy ended with %v, want ErrReplaced", err)
+	}
+	select {
+	case <-first.replaced:
+	default:
+		t.Error("the first copy's OnError did not get ErrReplaced")
+	}
+
+	time.Sleep(3 * cfg.Heartbeat) // a reconnecting first copy would be back by now
+	select {
+	case <-second.c.Done():
+		t.Fatalf("the second copy stopped: %v", second.c.Err())
+	case err := <-second.replaced:
+		t.Fatalf("the second copy was replaced: %v", err)
+	default:
+	}
+	if r := gatewayMetric(t, n, "inboxd_gateway_sessions_replaced_total"); r != 1 {
+		t.Fatalf("the gateway replaced %v sessions, want 1 (the first copy's)", r)
+	}
+	if ss := n.Gateway.Sessions(2); len(ss) != 1 {
+		t.Fatalf("uid 2 has %d sessions, want 1: %+v", len(ss), ss)
+	}
+
+	sender, err := client.Dial(ctx, client.Options{URL: "tcp://" + n.Gateway.TCPAddr(), Token: testenv.Token(t, 1, "s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	sent, err := sender.Send(ctx, conv.ConvID, "after-takeover", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-second.got:
+		if m.MsgID != sent.MsgID {
+			t.Fatalf("the second copy got msg_id %d, want %d", m.MsgID, sent.MsgID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second copy did not get the message sent after the takeover")
+	}
+	select {
+	case m := <-first.got:
+		t.Fatalf("the replaced copy got msg_id %d", m.MsgID)
+	default:
+	}
+}
+
+// gatewayMetric reads an unlabelled metric of n from its ops endpoint.
+func gatewayMetric(t *testing.T, n *node.Node, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + n.Ops.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("metric %s not exported", name)
+	return 0
 }

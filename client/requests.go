@@ -31,7 +31,7 @@ func (c *Client) request(ctx context.Context, build func(id uint64) proto.Messag
 		c.mu.Unlock()
 	}()
 	if s == nil {
-		return nil, errors.New("client: not connected")
+		return nil, c.notConnected()
 	}
 	if err := s.write(build(id)); err != nil {
 		return nil, err
@@ -45,8 +45,25 @@ func (c *Client) request(ctx context.Context, build func(id uint64) proto.Messag
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-s.done:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.closed {
+			return nil, c.stopErrLocked()
+		}
 		return nil, errors.New("client: connection lost before the answer")
 	}
+}
+
+// notConnected is the error of a call made between sessions: the reason
+// the client stopped if it did (ErrClosed, ErrReplaced), else a transient
+// one.
+func (c *Client) notConnected() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return c.stopErrLocked()
+	}
+	return errors.New("client: not connected")
 }
 
 // answer routes a response to its request; it reports whether one waited.
@@ -178,7 +195,7 @@ func (c *Client) AckRange(seq uint64) error {
 	s := c.cur
 	c.mu.Unlock()
 	if s == nil {
-		return errors.New("client: not connected")
+		return c.notConnected()
 	}
 	return s.write(&pb.AckRange{UpToSeq: seq})
 }

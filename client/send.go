@@ -51,8 +51,9 @@ func (c *Client) SendAsync(convID int64, clientMsgID, text string) *PendingSend 
 	p := &pendingSend{req: req, frame: frame, result: make(chan *pb.SendResult, 1)}
 	c.mu.Lock()
 	if c.closed {
+		err := c.stopErrLocked()
 		c.mu.Unlock()
-		return &PendingSend{err: ErrClosed}
+		return &PendingSend{err: err}
 	}
 	if _, dup := c.pending[clientMsgID]; dup {
 		c.mu.Unlock()
@@ -88,7 +89,10 @@ func (ps *PendingSend) Wait(ctx context.Context) (Result, error) {
 		case pb.SendStatus_REJECTED:
 			return Result{}, &wire.Error{Code: res.GetCode(), Message: res.GetMessage()}
 		}
-		return Result{}, ErrClosed
+		// Failed by the client's stop (failPending): say why it stopped.
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return Result{}, c.stopErrLocked()
 	case <-ctx.Done():
 		c.mu.Lock()
 		if c.pending[cmid] == p {

@@ -9,8 +9,12 @@ import (
 
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/wire"
 )
 
+// syncLine is one line of sync's output. Other tooling parses it: fields
+// are only added, and late is omitted when false, so the line of a message
+// handed over in order is what it always was.
 type syncLine struct {
 	Seq       uint64 `json:"seq"`
 	MsgID     int64  `json:"msg_id"`
@@ -19,11 +23,19 @@ type syncLine struct {
 	SenderUID int64  `json:"sender_uid"`
 	Text      string `json:"text"`
 	Lane      string `json:"lane"`
+	Late      bool   `json:"late,omitempty"` // client.Message.Late: below a conv_seq already printed
+}
+
+func lineOf(m client.Message) syncLine {
+	return syncLine{Seq: m.Seq, MsgID: m.MsgID, ConvID: m.ConvID, ConvSeq: m.ConvSeq, SenderUID: m.SenderUID,
+		Text: m.Text, Lane: m.Lane, Late: m.Late}
 }
 
 // syncCmd prints the device's messages as the client package hands them to
 // an application (deduplicated, in conv_seq order per conversation) and
-// confirms what it printed.
+// confirms what it printed. It stops with an error line (code
+// SESSION_REPLACED) when the device logs in elsewhere meanwhile: that login
+// wins (client.ErrReplaced).
 func syncCmd(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("sync", flag.ContinueOnError)
 	var c conn
@@ -56,7 +68,7 @@ func syncCmd(ctx context.Context, args []string) int {
 		if *maxN > 0 && printed >= *maxN {
 			return client.ErrStop // not printed, not confirmed
 		}
-		emit(syncLine{Seq: m.Seq, MsgID: m.MsgID, ConvID: m.ConvID, ConvSeq: m.ConvSeq, SenderUID: m.SenderUID, Text: m.Text, Lane: m.Lane})
+		emit(lineOf(m))
 		printed++
 		last = time.Now()
 		if *maxN > 0 && printed == *maxN {
@@ -76,6 +88,15 @@ func syncCmd(ctx context.Context, args []string) int {
 		select {
 		case <-ctx.Done():
 		case <-full:
+		case <-cl.Done(): // replaced: the client stopped for good
+			err := cl.Err()
+			var we *wire.Error
+			if errors.As(err, &we) {
+				emit(errorLine{Error: we.Message, Code: we.Code.String()})
+			} else {
+				emit(errorLine{Error: err.Error()})
+			}
+			return 1
 		case <-tick.C:
 			mu.Lock()
 			quiet := time.Since(last) >= *idle
