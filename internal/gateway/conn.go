@@ -37,6 +37,9 @@ type Conn struct {
 	nc   net.Conn
 	tr   transport
 	json bool // the client spoke the JSON form in hello: answer in JSON
+	// born is when the connection was accepted (unix ns): of two logins
+	// of one device, the one that began later wins (router kicks).
+	born int64
 
 	id   auth.Identity
 	kind string
@@ -63,6 +66,7 @@ func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {
 		backfill: make(chan *page, 4),
 		reqs:     make(chan struct{}, maxRequests),
 		done:     make(chan struct{}),
+		born:     time.Now().UnixNano(),
 	}
 }
 

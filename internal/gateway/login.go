@@ -121,6 +121,10 @@ func (c *Conn) openSession(id auth.Identity) (*session, uint64, *pb.Summary, boo
 		c.loginFailed(wire.Errorf(pb.ErrorCode_LIMIT_EXCEEDED, "user %d already holds %d connections on this gateway", id.UID, c.g.opts.MaxConnsPerUser), nil)
 		return nil, 0, nil, false
 	}
+	if errors.Is(err, errOlderLogin) {
+		c.loginFailed(wire.Errorf(pb.ErrorCode_SESSION_REPLACED, "this device logged in on a newer connection"), nil)
+		return nil, 0, nil, false
+	}
 	if err != nil {
 		c.loginFailed(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot open the device's inbox now; retry"), err)
 		return nil, 0, nil, false

@@ -23,6 +23,7 @@ type metrics struct {
 	duplicateSends    prometheus.Counter
 
 	replaced           prometheus.Counter
+	staleKicks         prometheus.Counter
 	consumersRecreated prometheus.Counter
 	backfillMessages   prometheus.Counter
 	liveMessages       prometheus.Counter
@@ -77,6 +78,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"status"}),
 		duplicateSends: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_duplicate_sends_total", Help: "Sends JetStream reported as duplicates (client retries).",
+		}),
+		staleKicks: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_stale_login_kicks_total", Help: "Login announcements of a device from a login older than the session here (ignored; this session announced itself again).",
 		}),
 		replaced: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_sessions_replaced_total", Help: "Sessions closed because their device logged in again.",

@@ -79,6 +79,10 @@ type userEntry struct {
 // errTooManyConns refuses a connection over MaxConnsPerUser.
 var errTooManyConns = errors.New("too many connections for this user")
 
+// errOlderLogin: the device already has a session here from a login that
+// began later (this hello was slow, and its client retried meanwhile).
+var errOlderLogin = errors.New("the device has a newer login")
+
 // register adds s; sessions of the same device here are replaced (closed),
 // and other gateways are told to close theirs.
 func (r *router) register(s *session) (replaced []*session, err error) {
@@ -118,6 +122,12 @@ func (r *router) register(s *session) (replaced []*session, err error) {
 		r.mu.Unlock()
 		return nil, errTooManyConns
 	}
+	for _, o := range u.sessions {
+		if o.device == s.device && !newerLogin(o, s.c.born, s.id) {
+			r.mu.Unlock()
+			return nil, errOlderLogin
+		}
+	}
 	kept := u.sessions[:0]
 	for _, o := range u.sessions {
 		if o.device == s.device {
@@ -129,8 +139,29 @@ func (r *router) register(s *session) (replaced []*session, err error) {
 	u.sessions = append(kept, s)
 	r.mu.Unlock()
 	// Other gateways holding this device close their session on this.
-	_ = r.g.nc.Publish(streams.UserKick(s.p, s.uid), []byte(s.consumer+" "+s.id))
+	r.kick(s)
 	return replaced, nil
+}
+
+// kick announces s's login: "<consumer> <session id> <connection born ns>".
+func (r *router) kick(s *session) {
+	_ = r.g.nc.Publish(streams.UserKick(s.p, s.uid), []byte(s.consumer+" "+s.id+" "+strconv.FormatInt(s.c.born, 10)))
+}
+
+// newerLogin reports whether a kick from a login whose connection was
+// born at born (0: a kick without a time, from an older gateway) replaces
+// s. The login that began later wins: a hello that a client gave up on and
+// that registers after the client's retry on another gateway must not
+// replace the retry (the client would stop for good on SESSION_REPLACED).
+// Equal times are broken by session id, so exactly one of two survives.
+func newerLogin(s *session, born int64, id string) bool {
+	if born == 0 {
+		return true
+	}
+	if born != s.c.born {
+		return born > s.c.born
+	}
+	return id > s.id
 }
 
 func (r *router) unregister(s *session) {
@@ -201,10 +232,20 @@ func (r *router) deliver(uid int64, m *nats.Msg) {
 			s.onLive(m.Data, e)
 		}
 	case strings.HasSuffix(m.Subject, ".kick"):
-		consumer, id, _ := strings.Cut(string(m.Data), " ")
+		consumer, rest, _ := strings.Cut(string(m.Data), " ")
+		id, bornText, _ := strings.Cut(rest, " ")
+		born, _ := strconv.ParseInt(bornText, 10, 64)
 		for _, s := range r.sessionsOf(uid) {
-			if s.consumer == consumer && s.id != id {
+			if s.consumer != consumer || s.id == id {
+				continue
+			}
+			if newerLogin(s, born, id) {
 				s.c.replaced()
+			} else {
+				// An older login registered after this one (its kick came
+				// late): announce this one again so that the older closes.
+				r.g.metrics.staleKicks.Inc()
+				r.kick(s)
 			}
 		}
 	}
