@@ -87,9 +87,13 @@ func TestSummaryPagesWithoutDuplicatesOrMisses(t *testing.T) {
 // 3 a member for (0, 4], (8, 10] and (13, ∞), last_seq 15. The fanout
 // delivered seqs 1-4, 9-10 and 14-15 to 3: exactly what it may read.
 func rejoined(t *testing.T, st *store.Store) (conv int64, seen []int64) {
+	return rejoinedIn(t, st, false)
+}
+
+func rejoinedIn(t *testing.T, st *store.Store, shareHistory bool) (conv int64, seen []int64) {
 	t.Helper()
 	ctx := context.Background()
-	conv, _, err := st.CreateConversation(ctx, store.KindGroup, []int64{1, 2, 3}, false)
+	conv, _, err := st.CreateConversation(ctx, store.KindGroup, []int64{1, 2, 3}, shareHistory)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +226,32 @@ func TestRejoinedMemberPullsItsSpans(t *testing.T) {
 	check(want)
 	if _, _, err := st.Pull(ctx, 9, conv, 0, 0, 10); !errors.Is(err, store.ErrNotMember) {
 		t.Fatalf("a user never a member pulled: %v, want ErrNotMember", err)
+	}
+}
+
+// In a conversation that shares history a member who came back sees
+// everything up to where its membership ends, the holes included; once it
+// left, nothing after.
+func TestRejoinedMemberOfSharedHistory(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	conv, _ := rejoinedIn(t, st, true)
+	all := func(n int64) []int64 {
+		var out []int64
+		for s := int64(1); s <= n; s++ {
+			out = append(out, s)
+		}
+		return out
+	}
+	if msgs, more, err := st.Pull(ctx, 3, conv, 0, 0, 50); err != nil || !slices.Equal(seqs(msgs), all(15)) || more {
+		t.Fatalf("pulled %v (more %v, %v), want 1-15", seqs(msgs), more, err)
+	}
+	if _, err := st.RemoveMembers(ctx, conv, []int64{3}); err != nil {
+		t.Fatal(err)
+	}
+	sendStored(t, st, conv, 1, 2)
+	if msgs, more, err := st.Pull(ctx, 3, conv, 0, 1<<40, 50); err != nil || !slices.Equal(seqs(msgs), all(15)) || more {
+		t.Fatalf("after leaving: pulled %v (more %v, %v), want 1-15", seqs(msgs), more, err)
 	}
 }
 
