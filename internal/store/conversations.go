@@ -195,6 +195,20 @@ func (s *Store) GetConversation(ctx context.Context, convID int64) (*Conversatio
 	return c, nil
 }
 
+// sqlMemberSeqs is the one definition of the conv_seqs a member received:
+// those of its earlier memberships (past_seqs) and of its current or last
+// one, (joined_seq, left_seq] (unbounded while it is a member), as an
+// int8multirange of the conv_member row aliased m. A multirange keeps its
+// ranges canonical, [lower, upper): the span (joined_seq, left_seq] is
+// [joined_seq+1, left_seq+1), empty ones are dropped and adjacent ones
+// merged. The fanout delivers by it (MemberSpans), and every read path asks
+// it: what a member may pull (Visible), read counts and trace (memberAt).
+const sqlMemberSeqs = `(m.past_seqs + int8multirange(int8range(m.joined_seq, m.left_seq, '(]')))`
+
+// memberAt is the predicate "member m received the message at conv_seq
+// seq" (an SQL expression: a parameter or a column).
+func memberAt(seq string) string { return sqlMemberSeqs + ` @> ` + seq }
+
 // MemberSpan says that UID was a member of a conversation for the conv_seqs
 // s with After < s <= Until (Until is math.MaxInt64 while it still is).
 type MemberSpan struct {
@@ -208,13 +222,9 @@ type MemberSpan struct {
 // which conv_seq. (A message's recipients are the members at its conv_seq;
 // the fanout asks when it publishes a stored message again.)
 func (s *Store) MemberSpans(ctx context.Context, convIDs []int64) (map[int64][]MemberSpan, error) {
-	// A multirange keeps its ranges canonical, [lower, upper): the span
-	// (joined_seq, left_seq] is [joined_seq+1, left_seq+1), empty ones are
-	// dropped and adjacent ones merged.
 	rows, err := s.Pool.Query(ctx, `
 		SELECT m.conv_id, m.uid, lower(r) - 1, coalesce(upper(r) - 1, $2)
-		FROM conv_member m,
-		     unnest(m.past_seqs + int8multirange(int8range(m.joined_seq, m.left_seq, '(]'))) AS r
+		FROM conv_member m, unnest(`+sqlMemberSeqs+`) AS r
 		WHERE m.conv_id = ANY($1::bigint[])
 		ORDER BY m.conv_id, m.uid, lower(r)`, convIDs, int64(math.MaxInt64))
 	if err != nil {

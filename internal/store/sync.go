@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -54,7 +55,10 @@ const sqlSummary = `
 // below beforeMsgID (0: the first page); more says whether more follow
 // (ask with the last one's LastMsgID). unread = last_seq - read_seq (a
 // sender's read_seq rises with each of its own messages, so its own
-// messages count as read; messages before it joined are not counted).
+// messages count as read). Only the current membership counts: messages
+// before it joined are not counted, those of an earlier membership of a
+// member who came back neither (history it can pull, not news), so the
+// read position reported is at least joined_seq.
 // Served by the indexes conv_member_by_uid, conversation's primary key and
 // msg_content (conv_id, conv_seq).
 func (s *Store) Summary(ctx context.Context, uid, beforeMsgID int64, limit int) (_ []ConvSummary, more bool, _ error) {
@@ -97,42 +101,71 @@ func (s *Store) ExplainSummary(ctx context.Context, uid int64) (string, error) {
 	return out, nil
 }
 
+// Span is a stretch of a conversation's conv_seqs s with After < s <= Until.
+type Span struct {
+	After int64
+	Until int64
+}
+
 // Visibility is what a user may see of a conversation.
 type Visibility struct {
 	Kind     int
-	FromSeq  int64 // first visible conv_seq
-	UpToSeq  int64 // last visible conv_seq (the conversation's last_seq, or where the user left)
+	Spans    []Span // the visible conv_seqs: ascending, disjoint, none empty
+	UpToSeq  int64  // where the membership ends: the conversation's last_seq, or where the user last left
 	ReadSeq  int64
 	Members  []int64
 	IsMember bool  // currently a member
 	PeerUID  int64 // direct conversations: the other member
 }
 
-// Visible returns what uid may see of conv: members see messages after they
-// joined (all of them when the conversation shares history), former members
-// up to where they left. ErrNotMember when uid was never a member.
+// One row per span of the member's conv_seqs (sqlMemberSeqs; the current
+// one ends at last_seq), or one row without a span when it has none.
+const sqlVisible = `
+	SELECT c.kind, c.last_seq, c.share_history, m.left_seq, m.read_seq,
+	       lower(r) - 1, coalesce(upper(r) - 1, c.last_seq)
+	FROM conversation c
+	JOIN conv_member m ON m.conv_id = c.conv_id AND m.uid = $1
+	LEFT JOIN LATERAL unnest(` + sqlMemberSeqs + `) AS r ON true
+	WHERE c.conv_id = $2
+	ORDER BY lower(r)`
+
+// Visible returns what uid may see of conv: the messages delivered to it,
+// those of each of its memberships (after it joined, up to where it left,
+// if it did; a member who left and came back sees both memberships, not
+// what was sent in between), exactly the fanout's recipients. When the
+// conversation shares history, everything up to where its membership ends.
+// ErrNotMember when uid was never a member.
 func (s *Store) Visible(ctx context.Context, uid, conv int64) (Visibility, error) {
 	var v Visibility
-	var joined, lastSeq int64
-	var left *int64
-	var share bool
-	err := s.Pool.QueryRow(ctx, `
-		SELECT c.kind, c.last_seq, c.share_history, m.joined_seq, m.left_seq, m.read_seq
-		FROM conversation c JOIN conv_member m ON m.conv_id = c.conv_id AND m.uid = $1
-		WHERE c.conv_id = $2`, uid, conv).Scan(&v.Kind, &lastSeq, &share, &joined, &left, &v.ReadSeq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return v, ErrNotMember
-	}
+	rows, err := s.Pool.Query(ctx, sqlVisible, uid, conv)
 	if err != nil {
 		return v, fmt.Errorf("store: visibility: %w", err)
 	}
-	v.FromSeq = joined + 1
-	if share {
-		v.FromSeq = 1
+	var lastSeq int64
+	var left, after, until *int64
+	var share, found bool
+	_, err = pgx.ForEachRow(rows, []any{&v.Kind, &lastSeq, &share, &left, &v.ReadSeq, &after, &until}, func() error {
+		found = true
+		if after != nil && *after < *until { // the current span is empty until a message follows the join
+			v.Spans = append(v.Spans, Span{After: *after, Until: *until})
+		}
+		return nil
+	})
+	if err != nil {
+		return v, fmt.Errorf("store: visibility: %w", err)
+	}
+	if !found {
+		return v, ErrNotMember
 	}
 	v.UpToSeq, v.IsMember = lastSeq, left == nil
 	if left != nil {
 		v.UpToSeq = *left
+	}
+	if share {
+		v.Spans = nil
+		if v.UpToSeq > 0 {
+			v.Spans = []Span{{After: 0, Until: v.UpToSeq}}
+		}
 	}
 	if v.Kind == KindDirect {
 		_ = s.Pool.QueryRow(ctx, `SELECT uid FROM conv_member WHERE conv_id = $1 AND uid <> $2`, conv, uid).Scan(&v.PeerUID)
@@ -142,6 +175,29 @@ func (s *Store) Visible(ctx context.Context, uid, conv int64) (Visibility, error
 
 // MaxPull bounds one conversation pull.
 const MaxPull = 50
+
+// A pull reads each visible span ($2, $3: afters and untils) through the
+// (conv_id, conv_seq) index, at most $4 messages of each, and keeps the
+// first (or last) $4 of them: a hole between two memberships costs
+// nothing, however long.
+const (
+	sqlPullAfter = `
+	SELECT x.msg_id, x.conv_seq, x.sender_uid, x.kind, x.body, x.created_at
+	FROM unnest($2::bigint[], $3::bigint[]) AS r(after, until)
+	CROSS JOIN LATERAL (
+		SELECT msg_id, conv_seq, sender_uid, kind, body, created_at FROM msg_content
+		WHERE conv_id = $1 AND conv_seq > r.after AND conv_seq <= r.until
+		ORDER BY conv_seq LIMIT $4) x
+	ORDER BY x.conv_seq LIMIT $4`
+	sqlPullBefore = `
+	SELECT x.msg_id, x.conv_seq, x.sender_uid, x.kind, x.body, x.created_at
+	FROM unnest($2::bigint[], $3::bigint[]) AS r(after, until)
+	CROSS JOIN LATERAL (
+		SELECT msg_id, conv_seq, sender_uid, kind, body, created_at FROM msg_content
+		WHERE conv_id = $1 AND conv_seq > r.after AND conv_seq <= r.until
+		ORDER BY conv_seq DESC LIMIT $4) x
+	ORDER BY x.conv_seq DESC LIMIT $4`
+)
 
 // Pull reads up to limit messages of conv visible to uid, in ascending
 // conv_seq: the first ones after afterSeq, or, when beforeSeq > 0, the last
@@ -154,21 +210,21 @@ func (s *Store) Pull(ctx context.Context, uid, conv, afterSeq, beforeSeq int64, 
 	if err != nil {
 		return nil, false, err
 	}
-	var q string
-	var lo, hi int64
+	q, lo, hi := sqlPullAfter, afterSeq, int64(math.MaxInt64)
 	if beforeSeq > 0 {
-		lo, hi = v.FromSeq, min(beforeSeq-1, v.UpToSeq)
-		q = `SELECT msg_id, conv_seq, sender_uid, kind, body, created_at FROM msg_content
-		     WHERE conv_id = $1 AND conv_seq BETWEEN $2 AND $3 ORDER BY conv_seq DESC LIMIT $4`
-	} else {
-		lo, hi = max(afterSeq+1, v.FromSeq), v.UpToSeq
-		q = `SELECT msg_id, conv_seq, sender_uid, kind, body, created_at FROM msg_content
-		     WHERE conv_id = $1 AND conv_seq BETWEEN $2 AND $3 ORDER BY conv_seq LIMIT $4`
+		q, lo, hi = sqlPullBefore, 0, beforeSeq-1
 	}
-	if lo > hi {
+	// The visible spans within (lo, hi].
+	var afters, untils []int64
+	for _, sp := range v.Spans {
+		if a, u := max(sp.After, lo), min(sp.Until, hi); a < u {
+			afters, untils = append(afters, a), append(untils, u)
+		}
+	}
+	if len(afters) == 0 {
 		return nil, false, nil
 	}
-	rows, err := s.Pool.Query(ctx, q, conv, lo, hi, limit+1)
+	rows, err := s.Pool.Query(ctx, q, conv, afters, untils, limit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: pull: %w", err)
 	}
@@ -193,8 +249,10 @@ func (s *Store) Pull(ctx context.Context, uid, conv, afterSeq, beforeSeq int64, 
 	return msgs, more, nil
 }
 
-// MarkRead raises uid's read_seq in conv to upTo (capped at what uid can
-// see; never lowered) and returns the resulting read_seq and visibility.
+// MarkRead raises uid's read_seq in conv to upTo (capped at where its
+// membership ends; never lowered) and returns the resulting read_seq and
+// visibility. One read position serves every membership: reading up to s
+// reads every message at or before s that uid received.
 func (s *Store) MarkRead(ctx context.Context, uid, conv, upTo int64) (int64, Visibility, error) {
 	v, err := s.Visible(ctx, uid, conv)
 	if err != nil {
@@ -211,14 +269,17 @@ func (s *Store) MarkRead(ctx context.Context, uid, conv, upTo int64) (int64, Vis
 	return readSeq, v, nil
 }
 
-// ReadCount returns, for message convSeq of conv, how many members other
-// than its sender have read it and how many can see it.
+var sqlReadCount = `
+	SELECT count(*) FILTER (WHERE m.read_seq >= $2), count(*)
+	FROM conv_member m JOIN msg_content c ON c.conv_id = m.conv_id AND c.conv_seq = $2
+	WHERE m.conv_id = $1 AND m.uid <> c.sender_uid AND ` + memberAt("$2::bigint")
+
+// ReadCount returns, for message convSeq of conv, how many of its
+// recipients other than its sender (the members at its conv_seq, as the
+// fanout delivers: memberAt) have read it (read_seq at or past it) and how
+// many recipients it has.
 func (s *Store) ReadCount(ctx context.Context, conv, convSeq int64) (read, members int64, err error) {
-	err = s.Pool.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE m.read_seq >= $2), count(*)
-		FROM conv_member m JOIN msg_content c ON c.conv_id = m.conv_id AND c.conv_seq = $2
-		WHERE m.conv_id = $1 AND m.uid <> c.sender_uid AND m.joined_seq < $2
-		  AND (m.left_seq IS NULL OR m.left_seq >= $2)`, conv, convSeq).Scan(&read, &members)
+	err = s.Pool.QueryRow(ctx, sqlReadCount, conv, convSeq).Scan(&read, &members)
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: read count: %w", err)
 	}

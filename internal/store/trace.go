@@ -13,7 +13,7 @@ import (
 var ErrMsgNotFound = errors.New("message not found")
 
 // TraceMessage is what the state says about one message: its row, and per
-// recipient (members who could see it, the sender included) the inbox
+// recipient (the members at its conv_seq, the sender included) the inbox
 // entry, the read position and the devices with their mirrored cursors.
 type TraceMessage struct {
 	MsgID      int64            `json:"msg_id"`
@@ -43,6 +43,15 @@ type TraceDevice struct {
 	Status     string    `json:"status"` // set by the caller: STORED, DELIVERED or READ
 }
 
+// The recipients of a message are the members at its conv_seq (memberAt:
+// every membership counts, the sender's included), as the fanout delivers.
+var sqlTraceRecipients = `
+	SELECT m.uid, m.read_seq, coalesce(a.seq, 0)
+	FROM conv_member m
+	LEFT JOIN inbox_archive a ON a.msg_id = $3 AND a.uid = m.uid
+	WHERE m.conv_id = $1 AND ` + memberAt("$2::bigint") + `
+	ORDER BY m.uid`
+
 // Trace gathers a message's state from the tables that hold it anyway: no
 // per-message status is ever written.
 func (s *Store) Trace(ctx context.Context, msgID int64) (*TraceMessage, error) {
@@ -55,12 +64,7 @@ func (s *Store) Trace(ctx context.Context, msgID int64) (*TraceMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: trace: %w", err)
 	}
-	rows, err := s.Pool.Query(ctx, `
-		SELECT m.uid, m.read_seq, coalesce(a.seq, 0)
-		FROM conv_member m
-		LEFT JOIN inbox_archive a ON a.msg_id = $3 AND a.uid = m.uid
-		WHERE m.conv_id = $1 AND (m.joined_seq < $2 OR m.uid = $4) AND (m.left_seq IS NULL OR m.left_seq >= $2)
-		ORDER BY m.uid`, t.ConvID, t.ConvSeq, msgID, t.SenderUID)
+	rows, err := s.Pool.Query(ctx, sqlTraceRecipients, t.ConvID, t.ConvSeq, msgID)
 	if err != nil {
 		return nil, fmt.Errorf("store: trace recipients: %w", err)
 	}
