@@ -66,11 +66,15 @@ type Options struct {
 	// answers true for those, so a restarted application does not get them
 	// twice (they are confirmed again instead).
 	Delivered func(msgID int64) bool
-	// LastConvSeq, when set, returns the highest conv_seq of a
-	// conversation the application has stored (0: none). A restarted
-	// application then keeps conv_seq order across restarts: a message
-	// after a gap waits for the missing ones (or fetches them with a
-	// conversation pull) instead of being taken as the first one seen.
+	// LastConvSeq, when set, returns where the application has a
+	// conversation in order (0: none): the highest conv_seq of the
+	// messages handed over to it, not counting those of Lane "newest" (a
+	// newest page is ahead of order by design; Delivered knows them). A
+	// restarted application then keeps conv_seq order across restarts: a
+	// message after a gap waits for the missing ones (or fetches them with
+	// a conversation pull) instead of being taken as the first one seen.
+	// Counting a newest page would make the older messages the backfill
+	// still brings come flagged Late.
 	LastConvSeq func(convID int64) int64
 	// NoAck never confirms anything: like a client that crashes before it
 	// stored what it got (tests, inboxctl sync --no-ack).
