@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
+	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
@@ -115,5 +117,25 @@ func TestLoginFailsWhenSummaryFails(t *testing.T) {
 	w := dialRaw(t, n.Gateway.TCPAddr()).hello(2)
 	if s := w.GetSummary().GetConvs(); len(s) != 1 || s[0].GetConvId() != conv || s[0].GetUnread() != 1 {
 		t.Fatalf("summary after Postgres came back: %v", w.GetSummary())
+	}
+}
+
+// A summary_request with a negative before_msg_id is answered with
+// INVALID_ARGUMENT, and the connection goes on (the next request works).
+func TestSummaryRequestNegativeBeforeRefused(t *testing.T) {
+	n := testnode.AllInOne(t)
+	c, err := client.Dial(ctxT(t, 20*time.Second), client.Options{URL: "tcp://" + n.Gateway.TCPAddr(), Token: testenv.Token(t, 1, "d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t, 20*time.Second)
+	_, err = c.SummaryPage(ctx, -5)
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != pb.ErrorCode_INVALID_ARGUMENT {
+		t.Fatalf("summary before_msg_id -5: %v, want INVALID_ARGUMENT", err)
+	}
+	if _, err := c.SummaryPage(ctx, 0); err != nil {
+		t.Fatalf("the next summary request on the same connection: %v", err)
 	}
 }

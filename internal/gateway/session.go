@@ -31,9 +31,10 @@ import (
 //
 // Backfill reads older ranges from the Postgres archive index (cost follows
 // the device's own backlog) and the recent tail from the durable consumer
-// (which then scans only that tail). The consumer is positioned by
-// ResetConsumerToSequence only when cursor == covered, i.e. at a confirmed
-// position, so its ack floor never runs ahead of what the device stored.
+// (which then scans only that tail). The consumer is only ever positioned
+// by ResetConsumerToSequence at cursor+1, a confirmed position (entries up
+// to covered that it then delivers again are skipped), so its ack floor
+// never runs ahead of what the device stored.
 type session struct {
 	g        *Gateway
 	c        *Conn

@@ -292,7 +292,7 @@ type Hello struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
 	DeviceKind    string                 `protobuf:"bytes,2,opt,name=device_kind,json=deviceKind,proto3" json:"device_kind,omitempty"` // "mobile" | "desktop" | "web"
-	Client        string                 `protobuf:"bytes,3,opt,name=client,proto3" json:"client,omitempty"`                           // free-form client name/version, for logs
+	Client        string                 `protobuf:"bytes,3,opt,name=client,proto3" json:"client,omitempty"`                           // free-form client name/version (informational; not interpreted)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -580,7 +580,7 @@ func (x *SummaryRequest) GetBeforeMsgId() int64 {
 // Pull reads a conversation's timeline (for opening it, filling a conv_seq
 // gap, or history older than the device's first login): up to limit (≤ 50)
 // messages after after_conv_seq (ascending) or, when before_conv_seq is set,
-// before it (the newest first). Answered by PullResult or by an Error that
+// the newest ones before it, returned in ascending conv_seq. Answered by PullResult or by an Error that
 // carries the same request_id.
 type Pull struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -834,7 +834,7 @@ type Welcome struct {
 	Uid              int64                  `protobuf:"varint,1,opt,name=uid,proto3" json:"uid,omitempty"`
 	Device           string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
 	Cursor           uint64                 `protobuf:"varint,3,opt,name=cursor,proto3" json:"cursor,omitempty"`                                                // the device's confirmed inbox sequence
-	Epoch            uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`                                                  // changes when the server-side session is rebuilt
+	Epoch            uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`                                                  // the gateway process's start (ns): changes when the gateway restarted
 	HeartbeatMs      uint32                 `protobuf:"varint,5,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`                   // ping at least this often; silence for 3 × this closes
 	MaxFrame         uint32                 `protobuf:"varint,6,opt,name=max_frame,json=maxFrame,proto3" json:"max_frame,omitempty"`                            // largest frame the server accepts, bytes
 	Server           string                 `protobuf:"bytes,7,opt,name=server,proto3" json:"server,omitempty"`                                                 // server name/version
