@@ -131,9 +131,12 @@ func (w *eventWriter) publishOrRetry(ctx context.Context, e *event) error {
 
 // later publishes e in the background, with retries.
 func (w *eventWriter) later(e *event) {
-	w.background(e.entry.EventType, e.fields(), func() error {
-		return w.retried(e.entry.EventType, func(ctx context.Context) error { return w.publish(ctx, e) })
-	})
+	w.background(e.entry.EventType, e.fields(), func() error { return w.publishRetried(e) })
+}
+
+// publishRetried publishes e with retries (see retried).
+func (w *eventWriter) publishRetried(e *event) error {
+	return w.retried(e.entry.EventType, func(ctx context.Context) error { return w.publish(ctx, e) })
 }
 
 // background runs fn on a goroutine of its own, holding one of the
@@ -276,7 +279,7 @@ func (w *eventWriter) delivered(uid int64, device string, msgs []confirmed) {
 			}
 			e := &event{uid: m.sender, dedupeID: deliveredDedupeID(c, uid, device, m.convSeq),
 				entry: streams.Entry{ConvID: c, ConvSeq: m.convSeq, EventType: pb.EventType_DELIVERED, EventPeer: uid}}
-			if err := w.retried(pb.EventType_DELIVERED, func(ctx context.Context) error { return w.publish(ctx, e) }); err != nil {
+			if err := w.publishRetried(e); err != nil {
 				w.giveUp(pb.EventType_DELIVERED, err, e.fields())
 			}
 		}
