@@ -1,11 +1,8 @@
 package gateway
 
 import (
-	"sync/atomic"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"golang.org/x/time/rate"
 )
 
 type metrics struct {
@@ -127,27 +124,4 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_gateway_bad_acks_total", Help: "Acks naming batches or messages not awaiting confirmation.",
 		}),
 	}
-}
-
-// logLimiter bounds a repetitive log line (failed logins, events given up)
-// to a few a second: a storm of them (a reconnect wave with expired
-// tokens, a long NATS outage) must not flood the log. The lines it lets
-// through say how many were suppressed since the previous one.
-type logLimiter struct {
-	lim        *rate.Limiter
-	suppressed atomic.Int64
-}
-
-func newLogLimiter(perSecond int) *logLimiter {
-	return &logLimiter{lim: rate.NewLimiter(rate.Limit(perSecond), perSecond)}
-}
-
-// allow reports whether a line may be logged now and how many were
-// suppressed before it.
-func (l *logLimiter) allow() (bool, int64) {
-	if !l.lim.Allow() {
-		l.suppressed.Add(1)
-		return false, 0
-	}
-	return true, l.suppressed.Swap(0)
 }
