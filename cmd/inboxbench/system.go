@@ -58,7 +58,7 @@ func serveMain(args []string) {
 	os.Args = append([]string{name}, args[1:]...)
 	switch name {
 	case "inboxd": // cmd/inboxd
-		roles := config.RoleEmbeddedNATS | config.RoleGateway | config.RoleFanout | config.RoleSyncer
+		roles := config.RoleAllInOne
 		if i := slices.Index(os.Args, "--nats-only"); i > 0 {
 			os.Args = slices.Delete(os.Args, i, i+1)
 			roles = config.RoleEmbeddedNATS

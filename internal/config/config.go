@@ -117,6 +117,10 @@ const (
 	RoleFanout
 	RoleSyncer
 	RoleEmbeddedNATS
+
+	// RoleAllInOne is cmd/inboxd: every service and the embedded NATS
+	// server in one process.
+	RoleAllInOne = RoleGateway | RoleFanout | RoleSyncer | RoleEmbeddedNATS
 )
 
 // Register adds the flags of roles to fs, with c's values as defaults

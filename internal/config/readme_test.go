@@ -14,7 +14,7 @@ import (
 
 // The binaries and the roles node.Main gives them.
 var binaries = map[string]Role{
-	"inboxd":  RoleEmbeddedNATS | RoleGateway | RoleFanout | RoleSyncer,
+	"inboxd":  RoleAllInOne,
 	"gateway": RoleGateway,
 	"fanout":  RoleFanout,
 	"syncer":  RoleSyncer,

@@ -21,7 +21,7 @@ import (
 func TestHalfOpenConnectionDetectedNothingLost(t *testing.T) {
 	cfg := testnode.Config(t, testenv.Database(t))
 	cfg.Heartbeat = time.Second
-	n := testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	n := testnode.StartNode(t, cfg, config.RoleAllInOne)
 	conv := createConv(t, n, false, 1, 2)
 	proxy := testenv.StartProxy(t, n.Gateway.TCPAddr())
 
@@ -146,7 +146,7 @@ func TestLiveMessageOvertakesBackfill(t *testing.T) {
 func TestReapedConsumerRecreatedFromMirror(t *testing.T) {
 	cfg := testnode.Config(t, testenv.Database(t))
 	cfg.DeviceReap = time.Second
-	n := testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	n := testnode.StartNode(t, cfg, config.RoleAllInOne)
 	conv := createConv(t, n, false, 1, 2)
 	before := sendN(t, n, 1, conv, 100, "r1")
 	d := connectDevice(t, n, 2, "phone", deviceOpts{})

@@ -15,7 +15,7 @@ import (
 func TestTimeoutsCountedByKind(t *testing.T) {
 	cfg := testnode.Config(t, testenv.Database(t))
 	cfg.Heartbeat = time.Second
-	n := testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	n := testnode.StartNode(t, cfg, config.RoleAllInOne)
 	silent := dialRaw(t, n.Gateway.TCPAddr())
 	silent.hello(1)
 	mute := dialRaw(t, n.Gateway.TCPAddr()) // never says hello (the hello timeout is 10 s)

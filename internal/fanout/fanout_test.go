@@ -158,6 +158,17 @@ func (r *rig) entriesOf(uid, msgID int64) int {
 	return n
 }
 
+// oneEntryEach asserts that each of uids holds exactly one inbox entry for
+// msgID: no member lost the message, none got it twice.
+func (r *rig) oneEntryEach(uids []int64, msgID int64) {
+	r.t.Helper()
+	for _, uid := range uids {
+		if n := r.entriesOf(uid, msgID); n != 1 {
+			r.t.Errorf("uid %d holds %d entries of the message, want 1", uid, n)
+		}
+	}
+}
+
 func members(from, n int64) []int64 {
 	out := make([]int64, n)
 	for i := range out {
@@ -195,11 +206,7 @@ func TestCrashAfterCommitCompletesWithoutDuplicates(t *testing.T) {
 	if res.MsgId != firstID || r.rows(`SELECT count(*) FROM msg_content`) != 1 {
 		t.Fatalf("STORED msg_id %d, stored row %d, rows %d", res.MsgId, firstID, r.rows(`SELECT count(*) FROM msg_content`))
 	}
-	for _, uid := range ms {
-		if n := r.entriesOf(uid, firstID); n != 1 {
-			t.Fatalf("uid %d holds %d entries of the message, want 1", uid, n)
-		}
-	}
+	r.oneEntryEach(ms, firstID)
 }
 
 // Idempotency is forever: a retry that JetStream no longer dedupes (its
@@ -223,11 +230,7 @@ func TestRetryAfterDedupeWindowIsAnsweredFromPostgres(t *testing.T) {
 	if !ok || again.Status != pb.SendStatus_STORED || again.MsgId != first.MsgId || again.ConvSeq != first.ConvSeq {
 		t.Fatalf("retry: %v, first %v", again, first)
 	}
-	for _, uid := range ms {
-		if n := r.entriesOf(uid, first.MsgId); n != 1 {
-			t.Fatalf("uid %d holds %d entries, want 1", uid, n)
-		}
-	}
+	r.oneEntryEach(ms, first.MsgId)
 }
 
 // NATS stops between the content commit and the inbox publishes: no STORED
@@ -264,11 +267,7 @@ func TestNATSDownMidFanoutNoStoredUntilRecovery(t *testing.T) {
 	if !ok || res.Status != pb.SendStatus_STORED {
 		t.Fatalf("after recovery: %v (ok %v)", res, ok)
 	}
-	for _, uid := range ms {
-		if n := r.entriesOf(uid, res.MsgId); n != 1 {
-			t.Fatalf("uid %d holds %d entries, want 1", uid, n)
-		}
-	}
+	r.oneEntryEach(ms, res.MsgId)
 }
 
 // Postgres refuses the batch (its connections are killed mid-flight): no
@@ -553,11 +552,7 @@ func TestFailedFannedOutMarkIsRetriedNoDuplicates(t *testing.T) {
 	if !ok || again.Status != pb.SendStatus_STORED || again.MsgId != first.MsgId {
 		t.Fatalf("retry: %v (ok %v), first %v", again, ok, first)
 	}
-	for _, uid := range ms {
-		if n := r.entriesOf(uid, first.MsgId); n != 1 {
-			t.Errorf("uid %d holds %d entries of the message, want 1", uid, n)
-		}
-	}
+	r.oneEntryEach(ms, first.MsgId)
 }
 
 // A crash after the content commit, and the membership changes before the

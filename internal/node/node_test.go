@@ -108,7 +108,7 @@ func TestFailedStartClosesWhatItStarted(t *testing.T) {
 	cfg.TokenSecret = ""
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer, testenv.Logger(t))
+	n, err := node.Start(ctx, cfg, config.RoleAllInOne, testenv.Logger(t))
 	if err == nil {
 		n.Close()
 		t.Fatal("a gateway without token keys started")

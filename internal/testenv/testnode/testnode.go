@@ -61,8 +61,7 @@ func StartNode(t testing.TB, cfg config.Config, roles config.Role) *node.Node {
 // syncer) on a fresh database.
 func AllInOne(t testing.TB) *node.Node {
 	t.Helper()
-	return StartNode(t, Config(t, testenv.Database(t)),
-		config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+	return StartNode(t, Config(t, testenv.Database(t)), config.RoleAllInOne)
 }
 
 // Admin connects to the node's NATS server as the admin user (what the nats
