@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/inboxd/inboxd/internal/gateway/ledger"
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
@@ -231,29 +232,27 @@ func (k *convKinds) direct(ctx context.Context, convs []int64) (map[int64]bool, 
 	return out, nil
 }
 
-// confirmed is a message a device just confirmed.
-type confirmed struct {
-	conv, convSeq, sender int64
-}
-
 // deliveredReceipts tells the senders of direct-conversation messages that
 // uid's device stored them: one DELIVERED event per conversation and
 // confirmation of each device, with the highest conv_seq confirmed. The
 // dedupe id names the device, so that a second device confirming the same
 // messages sends its own receipt (the event names the peer user only:
 // pb.Event has no device field).
-func (g *Gateway) deliveredReceipts(uid int64, device string, msgs []confirmed) {
+func (g *Gateway) deliveredReceipts(uid int64, device string, msgs []ledger.Info) {
 	g.events.delivered(uid, device, msgs)
 }
 
-func (w *eventWriter) delivered(uid int64, device string, msgs []confirmed) {
-	top := map[int64]confirmed{}
+func (w *eventWriter) delivered(uid int64, device string, msgs []ledger.Info) {
+	if len(msgs) == 0 {
+		return // an ack of events only, or one that confirmed nothing: no map
+	}
+	top := map[int64]ledger.Info{}
 	for _, m := range msgs {
-		if m.sender == uid {
+		if m.Sender == uid {
 			continue
 		}
-		if t, ok := top[m.conv]; !ok || m.convSeq > t.convSeq {
-			top[m.conv] = m
+		if t, ok := top[m.Conv]; !ok || m.ConvSeq > t.ConvSeq {
+			top[m.Conv] = m
 		}
 	}
 	if len(top) == 0 {
@@ -277,8 +276,8 @@ func (w *eventWriter) delivered(uid int64, device string, msgs []confirmed) {
 			if !direct[c] {
 				continue
 			}
-			e := &event{uid: m.sender, dedupeID: deliveredDedupeID(c, uid, device, m.convSeq),
-				entry: streams.Entry{ConvID: c, ConvSeq: m.convSeq, EventType: pb.EventType_DELIVERED, EventPeer: uid}}
+			e := &event{uid: m.Sender, dedupeID: deliveredDedupeID(c, uid, device, m.ConvSeq),
+				entry: streams.Entry{ConvID: c, ConvSeq: m.ConvSeq, EventType: pb.EventType_DELIVERED, EventPeer: uid}}
 			if err := w.publishRetried(e); err != nil {
 				w.giveUp(pb.EventType_DELIVERED, err, e.fields())
 			}

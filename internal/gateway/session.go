@@ -211,7 +211,7 @@ func (s *session) onAck(batchIDs, seqs []uint64) error {
 	}
 	wantTail := s.led.Ahead() > 0
 	s.mu.Unlock()
-	s.g.deliveredReceipts(s.uid, s.device, receipts(r.Receipts))
+	s.g.deliveredReceipts(s.uid, s.device, r.Receipts)
 	if r.Moved || wantTail || r.Batches > 0 {
 		s.poke()
 	}
@@ -254,21 +254,9 @@ func (s *session) onAckRange(upTo uint64) error {
 	}
 	s.mu.Unlock()
 	s.g.metrics.ackRanges.Inc()
-	s.g.deliveredReceipts(s.uid, s.device, receipts(r.Receipts))
+	s.g.deliveredReceipts(s.uid, s.device, r.Receipts)
 	s.poke()
 	return nil
-}
-
-// receipts converts what the ledger reports confirmed for deliveredReceipts.
-func receipts(in []ledger.Info) []confirmed {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]confirmed, len(in))
-	for i, r := range in {
-		out[i] = confirmed{conv: r.Conv, convSeq: r.ConvSeq, sender: r.Sender}
-	}
-	return out
 }
 
 // cursorMovedLocked does what a moved cursor implies: the consumer's

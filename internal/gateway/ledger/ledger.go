@@ -228,6 +228,7 @@ func (l *Ledger) Ack(receipts []Info, batchIDs, seqs []uint64) AckResult {
 			continue
 		}
 		delete(l.batches, id)
+		r.Receipts = slices.Grow(r.Receipts, len(b.seqs)) // one allocation per batch, not one per doubling
 		for _, seq := range b.seqs {
 			r.Receipts = l.confirm(r.Receipts, seq)
 		}
