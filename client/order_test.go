@@ -32,7 +32,7 @@ func (h *orderHarness) message(lane string, conv, convSeq int64) Message {
 // arrive buffers messages of conv arriving on lane (live, backfill, newest
 // or pull) now.
 func (h *orderHarness) arrive(lane string, conv int64, seqs ...int64) {
-	b := &batchTrack{s: h.s, left: len(seqs)}
+	b := &batchTrack{s: h.s, size: len(seqs)}
 	var pulled []Message
 	for _, cs := range seqs {
 		m := h.message(lane, conv, cs)

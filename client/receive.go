@@ -89,12 +89,18 @@ type event struct {
 	pullPartial bool // the pull ended before it covered the gap
 }
 
+// batchTrack follows one batch until every message of it was handled. The
+// handled seqs are the one record of progress: the batch is complete when
+// all size of them are in, and a partial confirmation at close sends them.
 type batchTrack struct {
 	s       *session
 	id      uint64
-	left    int
-	handled []uint64 // seqs handled, for a partial confirmation at close
+	size    int      // messages in the batch
+	handled []uint64 // seqs handled
 }
+
+func (b *batchTrack) handle(seq uint64) { b.handled = append(b.handled, seq) }
+func (b *batchTrack) complete() bool    { return len(b.handled) == b.size }
 
 func newReceiver(c *Client) *receiver {
 	return &receiver{
@@ -163,7 +169,7 @@ func (r *receiver) onBatch(s *session, b *pb.Batch) {
 	if len(b.GetMessages()) == 0 {
 		return
 	}
-	bt := &batchTrack{s: s, id: b.GetBatchId(), left: len(b.GetMessages())}
+	bt := &batchTrack{s: s, id: b.GetBatchId(), size: len(b.GetMessages())}
 	r.batches[bt] = struct{}{}
 	lane := "backfill"
 	switch {
@@ -184,8 +190,7 @@ func (r *receiver) onBatch(s *session, b *pb.Batch) {
 			// Events are applied at once (they carry positions, which
 			// only ever grow) and confirmed with their batch.
 			r.c.applyEvent(Event{Type: ev.GetType(), ConvID: ev.GetConvId(), UpTo: ev.GetUpToConvSeq(), PeerUID: ev.GetPeerUid(), Seq: pm.GetSeq()})
-			bt.left--
-			bt.handled = append(bt.handled, pm.GetSeq())
+			bt.handle(pm.GetSeq())
 			continue
 		}
 		p := pendingMsg{m: fromProto(pm, lane), b: bt, arrived: now}
@@ -247,8 +252,7 @@ func (r *receiver) done(p pendingMsg) {
 	if p.b == nil {
 		return // pulled: not an inbox entry, nothing to confirm
 	}
-	p.b.left--
-	p.b.handled = append(p.b.handled, p.m.Seq)
+	p.b.handle(p.m.Seq)
 }
 
 // fillGap pulls the messages between hwm and before of a conversation.
@@ -314,7 +318,7 @@ func (r *receiver) confirm() {
 	}
 	acks := map[*session][]uint64{}
 	for b := range r.batches {
-		if b.left == 0 {
+		if b.complete() {
 			if b.id != 0 {
 				acks[b.s] = append(acks[b.s], b.id)
 			}

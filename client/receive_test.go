@@ -188,3 +188,24 @@ func TestPulledMessageSurvivesConnectionLoss(t *testing.T) {
 		t.Fatalf("handed over %v, want c1#2 then c1#3", brief(got))
 	}
 }
+
+// A batch is confirmed only once every message of it was handled (the
+// cursor rule: confirm after the application has them). Here batch 1 holds
+// c1#1 and c1#3 while the backfill is still moving: #1 is handled, #3 waits
+// for #2, and no ack of batch 1 goes out meanwhile; once batch 2 brings #2,
+// both batches are acked.
+func TestBatchConfirmedOnlyAfterEveryMessageHandled(t *testing.T) {
+	s := newScripted(t, func(int, *pb.Hello) proto.Message { return welcome(3) })
+	a := newApp()
+	_, sc := dialScripted(t, s, Options{Handler: a.handle})
+
+	sc.batch(wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: 1, HasMore: true}, msg(1, 1, 1), msg(3, 1, 3))
+	a.waitN(t, 1)
+	time.Sleep(300 * time.Millisecond) // several receiver ticks: time for a wrong ack to go out
+	if ackedBatches(sc.frames())[1] {
+		t.Fatalf("batch 1 acked while c1#3 was not handled: %v", describe(sc.frames()))
+	}
+	sc.batch(wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: 2}, msg(2, 1, 2))
+	sc.waitAcked(1, 2)
+	checkOnceInOrder(t, a.quiet(100*time.Millisecond), 3)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -113,16 +114,19 @@ type Visibility struct {
 	Spans    []Span // the visible conv_seqs: ascending, disjoint, none empty
 	UpToSeq  int64  // where the membership ends: the conversation's last_seq, or where the user last left
 	ReadSeq  int64
-	Members  []int64
 	IsMember bool  // currently a member
 	PeerUID  int64 // direct conversations: the other member
 }
 
 // One row per span of the member's conv_seqs (sqlMemberSeqs; the current
-// one ends at last_seq), or one row without a span when it has none.
-const sqlVisible = `
+// one ends at last_seq), or one row without a span when it has none. A
+// direct conversation's peer comes in the same query: a pull or read of it
+// costs one round trip for visibility, not two.
+var sqlVisible = `
 	SELECT c.kind, c.last_seq, c.share_history, m.left_seq, m.read_seq,
-	       lower(r) - 1, coalesce(upper(r) - 1, c.last_seq)
+	       lower(r) - 1, coalesce(upper(r) - 1, c.last_seq),
+	       CASE WHEN c.kind = ` + strconv.Itoa(KindDirect) + ` THEN
+	         (SELECT p.uid FROM conv_member p WHERE p.conv_id = c.conv_id AND p.uid <> $1 LIMIT 1) END
 	FROM conversation c
 	JOIN conv_member m ON m.conv_id = c.conv_id AND m.uid = $1
 	LEFT JOIN LATERAL unnest(` + sqlMemberSeqs + `) AS r ON true
@@ -142,9 +146,9 @@ func (s *Store) Visible(ctx context.Context, uid, conv int64) (Visibility, error
 		return v, fmt.Errorf("store: visibility: %w", err)
 	}
 	var lastSeq int64
-	var left, after, until *int64
+	var left, after, until, peer *int64
 	var share, found bool
-	_, err = pgx.ForEachRow(rows, []any{&v.Kind, &lastSeq, &share, &left, &v.ReadSeq, &after, &until}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&v.Kind, &lastSeq, &share, &left, &v.ReadSeq, &after, &until, &peer}, func() error {
 		found = true
 		if after != nil && *after < *until { // the current span is empty until a message follows the join
 			v.Spans = append(v.Spans, Span{After: *after, Until: *until})
@@ -167,8 +171,8 @@ func (s *Store) Visible(ctx context.Context, uid, conv int64) (Visibility, error
 			v.Spans = []Span{{After: 0, Until: v.UpToSeq}}
 		}
 	}
-	if v.Kind == KindDirect {
-		_ = s.Pool.QueryRow(ctx, `SELECT uid FROM conv_member WHERE conv_id = $1 AND uid <> $2`, conv, uid).Scan(&v.PeerUID)
+	if peer != nil {
+		v.PeerUID = *peer
 	}
 	return v, nil
 }

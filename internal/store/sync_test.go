@@ -337,3 +337,34 @@ func TestRejoinedMemberReadCountsAndUnread(t *testing.T) {
 		t.Fatalf("a user never a member marked read: %v, want ErrNotMember", err)
 	}
 }
+
+// Visible names a direct conversation's other member (the read receipt goes
+// to it), for each side, and no peer in a group.
+func TestVisiblePeerOfDirectConversation(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	direct, _, err := st.CreateConversation(ctx, store.KindDirect, []int64{3, 4}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, _, err := st.CreateConversation(ctx, store.KindGroup, []int64{3, 4, 5}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for uid, peer := range map[int64]int64{3: 4, 4: 3} {
+		v, err := st.Visible(ctx, uid, direct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.PeerUID != peer {
+			t.Fatalf("direct: uid %d sees peer %d, want %d", uid, v.PeerUID, peer)
+		}
+	}
+	v, err := st.Visible(ctx, 3, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.PeerUID != 0 {
+		t.Fatalf("group: peer %d, want none", v.PeerUID)
+	}
+}
