@@ -232,16 +232,12 @@ func (k *convKinds) direct(ctx context.Context, convs []int64) (map[int64]bool, 
 	return out, nil
 }
 
-// deliveredReceipts tells the senders of direct-conversation messages that
+// delivered tells the senders of direct-conversation messages that
 // uid's device stored them: one DELIVERED event per conversation and
 // confirmation of each device, with the highest conv_seq confirmed. The
 // dedupe id names the device, so that a second device confirming the same
 // messages sends its own receipt (the event names the peer user only:
 // pb.Event has no device field).
-func (g *Gateway) deliveredReceipts(uid int64, device string, msgs []ledger.Info) {
-	g.events.delivered(uid, device, msgs)
-}
-
 func (w *eventWriter) delivered(uid int64, device string, msgs []ledger.Info) {
 	if len(msgs) == 0 {
 		return // an ack of events only, or one that confirmed nothing: no map

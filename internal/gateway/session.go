@@ -211,7 +211,7 @@ func (s *session) onAck(batchIDs, seqs []uint64) error {
 	}
 	wantTail := s.led.Ahead() > 0
 	s.mu.Unlock()
-	s.g.deliveredReceipts(s.uid, s.device, r.Receipts)
+	s.g.events.delivered(s.uid, s.device, r.Receipts)
 	if r.Moved || wantTail || r.Batches > 0 {
 		s.poke()
 	}
@@ -254,7 +254,7 @@ func (s *session) onAckRange(upTo uint64) error {
 	}
 	s.mu.Unlock()
 	s.g.metrics.ackRanges.Inc()
-	s.g.deliveredReceipts(s.uid, s.device, r.Receipts)
+	s.g.events.delivered(s.uid, s.device, r.Receipts)
 	s.poke()
 	return nil
 }
