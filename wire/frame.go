@@ -38,6 +38,7 @@ const (
 	TypeRead           FrameType = 7
 	TypeAckRange       FrameType = 8
 	TypeReadCount      FrameType = 9
+	TypeRefresh        FrameType = 10
 )
 
 // Server → client frames.
@@ -51,6 +52,7 @@ const (
 	TypePullResult      FrameType = 70
 	TypeReadResult      FrameType = 71
 	TypeReadCountResult FrameType = 72
+	TypeRefreshResult   FrameType = 73
 )
 
 var typeNames = map[FrameType]string{
@@ -60,6 +62,7 @@ var typeNames = map[FrameType]string{
 	TypeSummaryRequest: "summary_request", TypePull: "pull", TypeRead: "read", TypeAckRange: "ack_range",
 	TypeReadCount: "read_count", TypeSummary: "summary", TypePullResult: "pull_result",
 	TypeReadResult: "read_result", TypeReadCountResult: "read_count_result",
+	TypeRefresh: "refresh", TypeRefreshResult: "refresh_result",
 }
 
 var typesByName = func() map[string]FrameType {
@@ -125,6 +128,10 @@ func NewBody(t FrameType) (proto.Message, error) {
 		return new(pb.ReadResult), nil
 	case TypeReadCountResult:
 		return new(pb.ReadCountResult), nil
+	case TypeRefresh:
+		return new(pb.Refresh), nil
+	case TypeRefreshResult:
+		return new(pb.RefreshResult), nil
 	}
 	return nil, Errorf(pb.ErrorCode_UNKNOWN_TYPE, "unknown frame type %d", uint8(t))
 }
@@ -168,6 +175,10 @@ func TypeOf(m proto.Message) (FrameType, error) {
 		return TypeReadResult, nil
 	case *pb.ReadCountResult:
 		return TypeReadCountResult, nil
+	case *pb.Refresh:
+		return TypeRefresh, nil
+	case *pb.RefreshResult:
+		return TypeRefreshResult, nil
 	}
 	return 0, fmt.Errorf("wire: %T is not a frame body", m)
 }

@@ -213,6 +213,8 @@ const (
 	ErrorCode_SESSION_REPLACED    ErrorCode = 15 // the same device logged in on another connection
 	ErrorCode_SLOW_CONSUMER       ErrorCode = 16 // the client did not read fast enough; reconnect
 	ErrorCode_LIMIT_EXCEEDED      ErrorCode = 17 // a configured limit (connections per user, …) is reached
+	ErrorCode_TOKEN_EXPIRED       ErrorCode = 18 // the token's exp passed on an open connection: get a new token, reconnect
+	ErrorCode_REVOKED             ErrorCode = 19 // the user or device was revoked: its tokens issued before then are refused
 )
 
 // Enum value maps for ErrorCode.
@@ -236,6 +238,8 @@ var (
 		15: "SESSION_REPLACED",
 		16: "SLOW_CONSUMER",
 		17: "LIMIT_EXCEEDED",
+		18: "TOKEN_EXPIRED",
+		19: "REVOKED",
 	}
 	ErrorCode_value = map[string]int32{
 		"OK":                  0,
@@ -256,6 +260,8 @@ var (
 		"SESSION_REPLACED":    15,
 		"SLOW_CONSUMER":       16,
 		"LIMIT_EXCEEDED":      17,
+		"TOKEN_EXPIRED":       18,
+		"REVOKED":             19,
 	}
 )
 
@@ -769,6 +775,63 @@ func (x *AckRange) GetUpToSeq() uint64 {
 }
 
 // ReadCount asks how many members of a group have read a message.
+// Refresh replaces the connection's token before it expires. The new token
+// must name the same uid and device; the server answers RefreshResult (or
+// an Error with request_id), and the connection then lives until the new
+// token's exp. Without a refresh the server closes the connection at the
+// token's exp with a fatal TOKEN_EXPIRED error.
+type Refresh struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Token         string                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refresh) Reset() {
+	*x = Refresh{}
+	mi := &file_inboxd_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refresh) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refresh) ProtoMessage() {}
+
+func (x *Refresh) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refresh.ProtoReflect.Descriptor instead.
+func (*Refresh) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Refresh) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *Refresh) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
 type ReadCount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -780,7 +843,7 @@ type ReadCount struct {
 
 func (x *ReadCount) Reset() {
 	*x = ReadCount{}
-	mi := &file_inboxd_proto_msgTypes[8]
+	mi := &file_inboxd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +855,7 @@ func (x *ReadCount) String() string {
 func (*ReadCount) ProtoMessage() {}
 
 func (x *ReadCount) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[8]
+	mi := &file_inboxd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +868,7 @@ func (x *ReadCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCount.ProtoReflect.Descriptor instead.
 func (*ReadCount) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{8}
+	return file_inboxd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReadCount) GetRequestId() uint64 {
@@ -833,23 +896,24 @@ type Welcome struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Uid              int64                  `protobuf:"varint,1,opt,name=uid,proto3" json:"uid,omitempty"`
 	Device           string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
-	Cursor           uint64                 `protobuf:"varint,3,opt,name=cursor,proto3" json:"cursor,omitempty"`                                                // the device's confirmed inbox sequence
-	Epoch            uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`                                                  // the gateway process's start (ns): changes when the gateway restarted
-	HeartbeatMs      uint32                 `protobuf:"varint,5,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`                   // ping at least this often; silence for 3 × this closes
-	MaxFrame         uint32                 `protobuf:"varint,6,opt,name=max_frame,json=maxFrame,proto3" json:"max_frame,omitempty"`                            // largest frame the server accepts, bytes
-	Server           string                 `protobuf:"bytes,7,opt,name=server,proto3" json:"server,omitempty"`                                                 // server name/version
-	Pending          uint64                 `protobuf:"varint,8,opt,name=pending,proto3" json:"pending,omitempty"`                                              // inbox entries after the cursor at login
-	PageSize         uint32                 `protobuf:"varint,9,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`                            // messages per backfill batch for this device kind
-	MaxInflightSends uint32                 `protobuf:"varint,10,opt,name=max_inflight_sends,json=maxInflightSends,proto3" json:"max_inflight_sends,omitempty"` // sends awaiting a result at once; more get RATE_LIMITED
-	Summary          *Summary               `protobuf:"bytes,11,opt,name=summary,proto3" json:"summary,omitempty"`                                              // the login summary
-	OfflineTooLong   bool                   `protobuf:"varint,12,opt,name=offline_too_long,json=offlineTooLong,proto3" json:"offline_too_long,omitempty"`       // pending is above the threshold: the newest page comes first
+	Cursor           uint64                 `protobuf:"varint,3,opt,name=cursor,proto3" json:"cursor,omitempty"`                                                  // the device's confirmed inbox sequence
+	Epoch            uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`                                                    // the gateway process's start (ns): changes when the gateway restarted
+	HeartbeatMs      uint32                 `protobuf:"varint,5,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`                     // ping at least this often; silence for 3 × this closes
+	MaxFrame         uint32                 `protobuf:"varint,6,opt,name=max_frame,json=maxFrame,proto3" json:"max_frame,omitempty"`                              // largest frame the server accepts, bytes
+	Server           string                 `protobuf:"bytes,7,opt,name=server,proto3" json:"server,omitempty"`                                                   // server name/version
+	Pending          uint64                 `protobuf:"varint,8,opt,name=pending,proto3" json:"pending,omitempty"`                                                // inbox entries after the cursor at login
+	PageSize         uint32                 `protobuf:"varint,9,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`                              // messages per backfill batch for this device kind
+	MaxInflightSends uint32                 `protobuf:"varint,10,opt,name=max_inflight_sends,json=maxInflightSends,proto3" json:"max_inflight_sends,omitempty"`   // sends awaiting a result at once; more get RATE_LIMITED
+	Summary          *Summary               `protobuf:"bytes,11,opt,name=summary,proto3" json:"summary,omitempty"`                                                // the login summary
+	OfflineTooLong   bool                   `protobuf:"varint,12,opt,name=offline_too_long,json=offlineTooLong,proto3" json:"offline_too_long,omitempty"`         // pending is above the threshold: the newest page comes first
+	TokenExpiresAtMs int64                  `protobuf:"varint,13,opt,name=token_expires_at_ms,json=tokenExpiresAtMs,proto3" json:"token_expires_at_ms,omitempty"` // the token's exp: the connection closes then (TOKEN_EXPIRED) unless refreshed
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_inboxd_proto_msgTypes[9]
+	mi := &file_inboxd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +925,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[9]
+	mi := &file_inboxd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +938,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{9}
+	return file_inboxd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Welcome) GetUid() int64 {
@@ -961,6 +1025,13 @@ func (x *Welcome) GetOfflineTooLong() bool {
 	return false
 }
 
+func (x *Welcome) GetTokenExpiresAtMs() int64 {
+	if x != nil {
+		return x.TokenExpiresAtMs
+	}
+	return 0
+}
+
 // Summary is the login summary: per conversation with anything unread, the
 // unread count (last_seq - read_seq; own messages count as read) and the
 // last message; and the device's pending inbox entries.
@@ -977,7 +1048,7 @@ type Summary struct {
 
 func (x *Summary) Reset() {
 	*x = Summary{}
-	mi := &file_inboxd_proto_msgTypes[10]
+	mi := &file_inboxd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1060,7 @@ func (x *Summary) String() string {
 func (*Summary) ProtoMessage() {}
 
 func (x *Summary) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[10]
+	mi := &file_inboxd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1073,7 @@ func (x *Summary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Summary.ProtoReflect.Descriptor instead.
 func (*Summary) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{10}
+	return file_inboxd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Summary) GetConvs() []*ConvSummary {
@@ -1056,7 +1127,7 @@ type ConvSummary struct {
 
 func (x *ConvSummary) Reset() {
 	*x = ConvSummary{}
-	mi := &file_inboxd_proto_msgTypes[11]
+	mi := &file_inboxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1139,7 @@ func (x *ConvSummary) String() string {
 func (*ConvSummary) ProtoMessage() {}
 
 func (x *ConvSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[11]
+	mi := &file_inboxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1152,7 @@ func (x *ConvSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvSummary.ProtoReflect.Descriptor instead.
 func (*ConvSummary) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{11}
+	return file_inboxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ConvSummary) GetConvId() int64 {
@@ -1152,7 +1223,7 @@ type PullResult struct {
 
 func (x *PullResult) Reset() {
 	*x = PullResult{}
-	mi := &file_inboxd_proto_msgTypes[12]
+	mi := &file_inboxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1235,7 @@ func (x *PullResult) String() string {
 func (*PullResult) ProtoMessage() {}
 
 func (x *PullResult) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[12]
+	mi := &file_inboxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1248,7 @@ func (x *PullResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullResult.ProtoReflect.Descriptor instead.
 func (*PullResult) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{12}
+	return file_inboxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PullResult) GetRequestId() uint64 {
@@ -1219,7 +1290,7 @@ type ReadResult struct {
 
 func (x *ReadResult) Reset() {
 	*x = ReadResult{}
-	mi := &file_inboxd_proto_msgTypes[13]
+	mi := &file_inboxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1302,7 @@ func (x *ReadResult) String() string {
 func (*ReadResult) ProtoMessage() {}
 
 func (x *ReadResult) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[13]
+	mi := &file_inboxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1315,7 @@ func (x *ReadResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResult.ProtoReflect.Descriptor instead.
 func (*ReadResult) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{13}
+	return file_inboxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadResult) GetRequestId() uint64 {
@@ -1281,7 +1352,7 @@ type ReadCountResult struct {
 
 func (x *ReadCountResult) Reset() {
 	*x = ReadCountResult{}
-	mi := &file_inboxd_proto_msgTypes[14]
+	mi := &file_inboxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1364,7 @@ func (x *ReadCountResult) String() string {
 func (*ReadCountResult) ProtoMessage() {}
 
 func (x *ReadCountResult) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[14]
+	mi := &file_inboxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1377,7 @@ func (x *ReadCountResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCountResult.ProtoReflect.Descriptor instead.
 func (*ReadCountResult) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{14}
+	return file_inboxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadCountResult) GetRequestId() uint64 {
@@ -1360,7 +1431,7 @@ type SendResult struct {
 
 func (x *SendResult) Reset() {
 	*x = SendResult{}
-	mi := &file_inboxd_proto_msgTypes[15]
+	mi := &file_inboxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1443,7 @@ func (x *SendResult) String() string {
 func (*SendResult) ProtoMessage() {}
 
 func (x *SendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[15]
+	mi := &file_inboxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1456,7 @@ func (x *SendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResult.ProtoReflect.Descriptor instead.
 func (*SendResult) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{15}
+	return file_inboxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SendResult) GetClientMsgId() string {
@@ -1448,7 +1519,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_inboxd_proto_msgTypes[16]
+	mi := &file_inboxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1531,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[16]
+	mi := &file_inboxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1544,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{16}
+	return file_inboxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Message) GetSeq() uint64 {
@@ -1553,7 +1624,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_inboxd_proto_msgTypes[17]
+	mi := &file_inboxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1636,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[17]
+	mi := &file_inboxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1649,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{17}
+	return file_inboxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetType() EventType {
@@ -1628,7 +1699,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_inboxd_proto_msgTypes[18]
+	mi := &file_inboxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1711,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[18]
+	mi := &file_inboxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1724,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{18}
+	return file_inboxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Batch) GetLane() Lane {
@@ -1704,7 +1775,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_inboxd_proto_msgTypes[19]
+	mi := &file_inboxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1787,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[19]
+	mi := &file_inboxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1800,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{19}
+	return file_inboxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -1767,6 +1838,59 @@ func (x *Error) GetRequestId() uint64 {
 	return 0
 }
 
+// RefreshResult accepts a Refresh.
+type RefreshResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	ExpiresAtMs   int64                  `protobuf:"varint,2,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"` // the new token's exp: the connection now lives until then
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshResult) Reset() {
+	*x = RefreshResult{}
+	mi := &file_inboxd_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshResult) ProtoMessage() {}
+
+func (x *RefreshResult) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshResult.ProtoReflect.Descriptor instead.
+func (*RefreshResult) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RefreshResult) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *RefreshResult) GetExpiresAtMs() int64 {
+	if x != nil {
+		return x.ExpiresAtMs
+	}
+	return 0
+}
+
 type Pong struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nonce         uint64                 `protobuf:"varint,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
@@ -1776,7 +1900,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_inboxd_proto_msgTypes[20]
+	mi := &file_inboxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +1912,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[20]
+	mi := &file_inboxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +1925,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{20}
+	return file_inboxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -1829,7 +1953,7 @@ type SendRecord struct {
 
 func (x *SendRecord) Reset() {
 	*x = SendRecord{}
-	mi := &file_inboxd_proto_msgTypes[21]
+	mi := &file_inboxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1965,7 @@ func (x *SendRecord) String() string {
 func (*SendRecord) ProtoMessage() {}
 
 func (x *SendRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[21]
+	mi := &file_inboxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1978,7 @@ func (x *SendRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRecord.ProtoReflect.Descriptor instead.
 func (*SendRecord) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{21}
+	return file_inboxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SendRecord) GetSenderUid() int64 {
@@ -1924,7 +2048,7 @@ type InboxEntry struct {
 
 func (x *InboxEntry) Reset() {
 	*x = InboxEntry{}
-	mi := &file_inboxd_proto_msgTypes[22]
+	mi := &file_inboxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2060,7 @@ func (x *InboxEntry) String() string {
 func (*InboxEntry) ProtoMessage() {}
 
 func (x *InboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[22]
+	mi := &file_inboxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2073,7 @@ func (x *InboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxEntry.ProtoReflect.Descriptor instead.
 func (*InboxEntry) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{22}
+	return file_inboxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InboxEntry) GetMsgId() int64 {
@@ -2038,12 +2162,16 @@ const file_inboxd_proto_rawDesc = "" +
 	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12#\n" +
 	"\x0eup_to_conv_seq\x18\x03 \x01(\x03R\vupToConvSeq\"&\n" +
 	"\bAckRange\x12\x1a\n" +
-	"\tup_to_seq\x18\x01 \x01(\x04R\aupToSeq\"^\n" +
+	"\tup_to_seq\x18\x01 \x01(\x04R\aupToSeq\">\n" +
+	"\aRefresh\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"^\n" +
 	"\tReadCount\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
 	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12\x19\n" +
-	"\bconv_seq\x18\x03 \x01(\x03R\aconvSeq\"\xf6\x02\n" +
+	"\bconv_seq\x18\x03 \x01(\x03R\aconvSeq\"\xa5\x03\n" +
 	"\aWelcome\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\x03R\x03uid\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x16\n" +
@@ -2057,7 +2185,8 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x12max_inflight_sends\x18\n" +
 	" \x01(\rR\x10maxInflightSends\x12,\n" +
 	"\asummary\x18\v \x01(\v2\x12.inboxd.v1.SummaryR\asummary\x12(\n" +
-	"\x10offline_too_long\x18\f \x01(\bR\x0eofflineTooLong\"\xb8\x01\n" +
+	"\x10offline_too_long\x18\f \x01(\bR\x0eofflineTooLong\x12-\n" +
+	"\x13token_expires_at_ms\x18\r \x01(\x03R\x10tokenExpiresAtMs\"\xb8\x01\n" +
 	"\aSummary\x12,\n" +
 	"\x05convs\x18\x01 \x03(\v2\x16.inboxd.v1.ConvSummaryR\x05convs\x12\x18\n" +
 	"\apending\x18\x02 \x01(\x04R\apending\x12\x1d\n" +
@@ -2131,7 +2260,11 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\x12\x14\n" +
 	"\x05fatal\x18\x04 \x01(\bR\x05fatal\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\x04R\trequestId\"\x1c\n" +
+	"request_id\x18\x05 \x01(\x04R\trequestId\"R\n" +
+	"\rRefreshResult\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12\"\n" +
+	"\rexpires_at_ms\x18\x02 \x01(\x03R\vexpiresAtMs\"\x1c\n" +
 	"\x04Pong\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\xdb\x01\n" +
 	"\n" +
@@ -2171,7 +2304,7 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x04Lane\x12\x14\n" +
 	"\x10LANE_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04LIVE\x10\x01\x12\f\n" +
-	"\bBACKFILL\x10\x02*\xd0\x02\n" +
+	"\bBACKFILL\x10\x02*\xf0\x02\n" +
 	"\tErrorCode\x12\x06\n" +
 	"\x02OK\x10\x00\x12\r\n" +
 	"\tBAD_FRAME\x10\x01\x12\x17\n" +
@@ -2192,7 +2325,9 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x0fNOT_IMPLEMENTED\x10\x0e\x12\x14\n" +
 	"\x10SESSION_REPLACED\x10\x0f\x12\x11\n" +
 	"\rSLOW_CONSUMER\x10\x10\x12\x12\n" +
-	"\x0eLIMIT_EXCEEDED\x10\x11B\"Z github.com/inboxd/inboxd/wire/pbb\x06proto3"
+	"\x0eLIMIT_EXCEEDED\x10\x11\x12\x11\n" +
+	"\rTOKEN_EXPIRED\x10\x12\x12\v\n" +
+	"\aREVOKED\x10\x13B\"Z github.com/inboxd/inboxd/wire/pbb\x06proto3"
 
 var (
 	file_inboxd_proto_rawDescOnce sync.Once
@@ -2207,7 +2342,7 @@ func file_inboxd_proto_rawDescGZIP() []byte {
 }
 
 var file_inboxd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_inboxd_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_inboxd_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_inboxd_proto_goTypes = []any{
 	(SendStatus)(0),         // 0: inboxd.v1.SendStatus
 	(EventType)(0),          // 1: inboxd.v1.EventType
@@ -2221,34 +2356,36 @@ var file_inboxd_proto_goTypes = []any{
 	(*Pull)(nil),            // 9: inboxd.v1.Pull
 	(*Read)(nil),            // 10: inboxd.v1.Read
 	(*AckRange)(nil),        // 11: inboxd.v1.AckRange
-	(*ReadCount)(nil),       // 12: inboxd.v1.ReadCount
-	(*Welcome)(nil),         // 13: inboxd.v1.Welcome
-	(*Summary)(nil),         // 14: inboxd.v1.Summary
-	(*ConvSummary)(nil),     // 15: inboxd.v1.ConvSummary
-	(*PullResult)(nil),      // 16: inboxd.v1.PullResult
-	(*ReadResult)(nil),      // 17: inboxd.v1.ReadResult
-	(*ReadCountResult)(nil), // 18: inboxd.v1.ReadCountResult
-	(*SendResult)(nil),      // 19: inboxd.v1.SendResult
-	(*Message)(nil),         // 20: inboxd.v1.Message
-	(*Event)(nil),           // 21: inboxd.v1.Event
-	(*Batch)(nil),           // 22: inboxd.v1.Batch
-	(*Error)(nil),           // 23: inboxd.v1.Error
-	(*Pong)(nil),            // 24: inboxd.v1.Pong
-	(*SendRecord)(nil),      // 25: inboxd.v1.SendRecord
-	(*InboxEntry)(nil),      // 26: inboxd.v1.InboxEntry
+	(*Refresh)(nil),         // 12: inboxd.v1.Refresh
+	(*ReadCount)(nil),       // 13: inboxd.v1.ReadCount
+	(*Welcome)(nil),         // 14: inboxd.v1.Welcome
+	(*Summary)(nil),         // 15: inboxd.v1.Summary
+	(*ConvSummary)(nil),     // 16: inboxd.v1.ConvSummary
+	(*PullResult)(nil),      // 17: inboxd.v1.PullResult
+	(*ReadResult)(nil),      // 18: inboxd.v1.ReadResult
+	(*ReadCountResult)(nil), // 19: inboxd.v1.ReadCountResult
+	(*SendResult)(nil),      // 20: inboxd.v1.SendResult
+	(*Message)(nil),         // 21: inboxd.v1.Message
+	(*Event)(nil),           // 22: inboxd.v1.Event
+	(*Batch)(nil),           // 23: inboxd.v1.Batch
+	(*Error)(nil),           // 24: inboxd.v1.Error
+	(*RefreshResult)(nil),   // 25: inboxd.v1.RefreshResult
+	(*Pong)(nil),            // 26: inboxd.v1.Pong
+	(*SendRecord)(nil),      // 27: inboxd.v1.SendRecord
+	(*InboxEntry)(nil),      // 28: inboxd.v1.InboxEntry
 }
 var file_inboxd_proto_depIdxs = []int32{
-	14, // 0: inboxd.v1.Welcome.summary:type_name -> inboxd.v1.Summary
-	15, // 1: inboxd.v1.Summary.convs:type_name -> inboxd.v1.ConvSummary
-	20, // 2: inboxd.v1.PullResult.messages:type_name -> inboxd.v1.Message
+	15, // 0: inboxd.v1.Welcome.summary:type_name -> inboxd.v1.Summary
+	16, // 1: inboxd.v1.Summary.convs:type_name -> inboxd.v1.ConvSummary
+	21, // 2: inboxd.v1.PullResult.messages:type_name -> inboxd.v1.Message
 	0,  // 3: inboxd.v1.SendResult.status:type_name -> inboxd.v1.SendStatus
 	3,  // 4: inboxd.v1.SendResult.code:type_name -> inboxd.v1.ErrorCode
-	21, // 5: inboxd.v1.Message.event:type_name -> inboxd.v1.Event
+	22, // 5: inboxd.v1.Message.event:type_name -> inboxd.v1.Event
 	1,  // 6: inboxd.v1.Event.type:type_name -> inboxd.v1.EventType
 	2,  // 7: inboxd.v1.Batch.lane:type_name -> inboxd.v1.Lane
-	20, // 8: inboxd.v1.Batch.messages:type_name -> inboxd.v1.Message
+	21, // 8: inboxd.v1.Batch.messages:type_name -> inboxd.v1.Message
 	3,  // 9: inboxd.v1.Error.code:type_name -> inboxd.v1.ErrorCode
-	21, // 10: inboxd.v1.InboxEntry.event:type_name -> inboxd.v1.Event
+	22, // 10: inboxd.v1.InboxEntry.event:type_name -> inboxd.v1.Event
 	11, // [11:11] is the sub-list for method output_type
 	11, // [11:11] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
@@ -2267,7 +2404,7 @@ func file_inboxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inboxd_proto_rawDesc), len(file_inboxd_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
