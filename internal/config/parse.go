@@ -177,11 +177,13 @@ func (e *fileError) Error() string {
 
 func (e *fileError) Unwrap() error { return e.err }
 
-// fileParser is ff.PlainParser with its errors naming the file, and an
-// unknown flag reported as such (ff's own message names no file).
+// fileParser is ff.PlainParser with its errors naming the file, an unknown
+// flag reported as such (ff's own message names no file), and a name's
+// leading dashes dropped.
 func fileParser(fs *flag.FlagSet, path string) ff.ConfigFileParser {
 	return func(r io.Reader, set func(name, value string) error) error {
 		return ff.PlainParser(r, func(name, value string) error {
+			name = strings.TrimLeft(name, "-") // "--heartbeat 5s" as on the command line
 			if fs.Lookup(name) == nil {
 				return &fileError{path: path, err: fmt.Errorf("unknown flag %q", name)}
 			}
