@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -105,7 +106,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return fmt.Errorf("command line: %w", err)
+		return fmt.Errorf("command line: %w", redactFlagError(err))
 	}
 
 	set := map[string]bool{}
@@ -131,6 +132,26 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		return fe
 	}
 	return fmt.Errorf("config file %s: %w", path, err)
+}
+
+// stdlibInvalid is how the flag package reports a value Set rejected:
+// with the value as given, which for a secret flag must not be shown.
+var stdlibInvalid = regexp.MustCompile(`^invalid (?:boolean )?value ".*" for (?:flag )?-([^:\s]+): `)
+
+// redactFlagError is err from flag.Parse with a secret flag's value
+// replaced by "<redacted>" (the rest of the message is checked's, redacted
+// already).
+func redactFlagError(err error) error {
+	m := stdlibInvalid.FindStringSubmatchIndex(err.Error())
+	if m == nil {
+		return err
+	}
+	msg := err.Error()
+	name := msg[m[2]:m[3]]
+	if !Secret(name) {
+		return err
+	}
+	return fmt.Errorf("invalid value <redacted> for flag -%s: %s", name, msg[m[1]:])
 }
 
 // parseEnv sets every flag not in set from its environment variables.

@@ -145,15 +145,29 @@ func TestParseMalformed(t *testing.T) {
 // value, so the test uses a Value that rejects everything).
 func TestValueErrorRedactsSecrets(t *testing.T) {
 	for _, name := range []string{"token-secret", "nats-password", "database-url"} {
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		fs.Var(rejectAll{}, name, "")
-		t.Setenv(EnvVars(name)[0], "postgres://u:hunter2@db/x")
-		err := Parse(fs, nil)
-		if err == nil {
-			t.Fatalf("--%s: no error", name)
-		}
-		if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), EnvVars(name)[0]) {
-			t.Errorf("--%s: %v", name, err)
+		for _, source := range []string{"env", "command line", "config file"} {
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.Var(rejectAll{}, name, "")
+			fs.String("config", "", "")
+			var args []string
+			names := name // what the error must name besides the source
+			switch source {
+			case "env":
+				t.Setenv(EnvVars(name)[0], "postgres://u:hunter2@db/x")
+				names = EnvVars(name)[0]
+			case "command line":
+				args = []string{"--" + name, "hunter2"}
+			case "config file":
+				args = []string{"--config", writeFile(t, name+" hunter2\n")}
+			}
+			err := Parse(fs, args)
+			t.Setenv(EnvVars(name)[0], "")
+			if err == nil {
+				t.Fatalf("--%s from %s: no error", name, source)
+			}
+			if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), source) || !strings.Contains(err.Error(), names) {
+				t.Errorf("--%s from %s: %v", name, source, err)
+			}
 		}
 	}
 }
