@@ -301,3 +301,31 @@ func TestParsePrintsNothing(t *testing.T) {
 		}
 	}
 }
+
+// A boolean flag (--dev, say) works bare on the command line and in the
+// file, and from its variable; a malformed one is an error.
+func TestParseBoolFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want bool
+		err  string
+	}{
+		{args: []string{"--dev"}, want: true},
+		{args: []string{"--config", writeFile(t, "dev\n")}, want: true},
+		{env: "true", want: true},
+		{env: "yes", err: `env INBOXD_DEV: invalid boolean "yes"`},
+	} {
+		t.Setenv("INBOXD_DEV", tc.env)
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		dev := fs.Bool("dev", false, "")
+		fs.String("config", "", "")
+		err := Parse(fs, tc.args)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q env %q: err %v, want %q", tc.args, tc.env, err, tc.err)
+		case tc.err == "" && (err != nil || *dev != tc.want):
+			t.Errorf("%q env %q: dev %v, err %v", tc.args, tc.env, *dev, err)
+		}
+	}
+}
