@@ -436,8 +436,18 @@ func TestIdleUnauthenticatedSocketsBeyondCapsClosed(t *testing.T) {
 	wsAddr := strings.TrimSuffix(strings.TrimPrefix(n.Gateway.WSURL(), "ws://"), "/ws")
 
 	// 127.0.0.1 takes its 3 places, on both listeners; its 4th is closed.
+	preauth := func(want float64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for metric(t, n, "inboxd_gateway_preauth_connections") != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v connections before hello, want %v", metric(t, n, "inboxd_gateway_preauth_connections"), want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	idle1 := []*rawTCP{dialRawFrom(t, tcp, "127.0.0.1"), dialRawFrom(t, wsAddr, "127.0.0.1"), dialRawFrom(t, tcp, "127.0.0.1")}
-	time.Sleep(100 * time.Millisecond) // accepted and counted
+	preauth(3) // accepted and counted
 	if c := dialRawFrom(t, tcp, "127.0.0.1"); !closedAtOnce(c.nc) {
 		t.Fatal("a 4th idle socket from one address (cap 3) was not closed")
 	}
@@ -452,7 +462,7 @@ func TestIdleUnauthenticatedSocketsBeyondCapsClosed(t *testing.T) {
 	user := dialRawFrom(t, tcp, "127.0.0.2")
 	user.helloAs(1, "phone", "desktop")
 	idle2 := []*rawTCP{dialRawFrom(t, tcp, "127.0.0.2"), dialRawFrom(t, tcp, "127.0.0.2"), dialRawFrom(t, wsAddr, "127.0.0.2")}
-	time.Sleep(100 * time.Millisecond)
+	preauth(6)
 	for i, c := range idle2 {
 		if !stillOpen(c.nc, 100*time.Millisecond) {
 			t.Fatalf("idle socket %d from a second address was closed (the logged-in connection counted)", i)
@@ -477,13 +487,7 @@ func TestIdleUnauthenticatedSocketsBeyondCapsClosed(t *testing.T) {
 	for _, c := range idle1 {
 		c.nc.Close()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for metric(t, n, "inboxd_gateway_preauth_connections") > 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("closed idle sockets still count")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	preauth(3) // closed idle sockets no longer count
 	dialRawFrom(t, tcp, "127.0.0.3").helloAs(2, "phone", "desktop")
 
 	if metric(t, n, `inboxd_gateway_preauth_refused_total{cap="per_ip"}`) < 1 || metric(t, n, `inboxd_gateway_preauth_refused_total{cap="total"}`) < 1 {
