@@ -56,6 +56,13 @@ type Config struct {
 	BatchSize int
 
 	Layout streams.Layout
+
+	// Gateway limits that a reconnect cannot reset (issue 13, item 3).
+	SendEntryRate     float64
+	MaxDevicesPerUser int
+	RequestRate       float64
+	PreauthConns      int
+	PreauthConnsPerIP int
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -88,6 +95,12 @@ func Defaults() Config {
 		SendRate:         float64(gw.SendRate),
 
 		BatchSize: fo.BatchSize,
+
+		SendEntryRate:     float64(gw.SendEntryRate),
+		MaxDevicesPerUser: gw.MaxDevicesPerUser,
+		RequestRate:       float64(gw.RequestRate),
+		PreauthConns:      gw.PreauthConns,
+		PreauthConnsPerIP: gw.PreauthConnsPerIP,
 	}
 }
 
@@ -160,6 +173,11 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.IntVar(&c.MaxConnsPerUser, "max-conns-per-user", c.MaxConnsPerUser, "connections one user may hold on a gateway")
 		fs.DurationVar(&c.DeviceSeenEvery, "device-seen-every", c.DeviceSeenEvery, "how often a connected device's last_seen_at is refreshed (inboxctl audit)")
 		fs.Float64Var(&c.SendRate, "send-rate", c.SendRate, "sends per second per user (burst twice that)")
+		fs.Float64Var(&c.SendEntryRate, "send-entry-rate", c.SendEntryRate, "inbox entries per second per user that sends may write: a send costs its conversation's member count; burst the larger of twice that and the largest group (20000)")
+		fs.IntVar(&c.MaxDevicesPerUser, "max-devices-per-user", c.MaxDevicesPerUser, "devices a user may have (those used within --device-reap); a new one beyond is refused at hello")
+		fs.Float64Var(&c.RequestRate, "request-rate", c.RequestRate, "summary_request, read, read_count, ack_range and refresh frames per second per user, burst twice that")
+		fs.IntVar(&c.PreauthConns, "preauth-conns", c.PreauthConns, "connections that have not finished hello, per gateway; more are closed at once")
+		fs.IntVar(&c.PreauthConnsPerIP, "preauth-conns-per-ip", c.PreauthConnsPerIP, "connections that have not finished hello, per remote IP (IPv6: per /64); more are closed at once")
 	}
 	if roles&RoleFanout != 0 {
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
