@@ -175,7 +175,9 @@ func Permissions(r Role, partitions int) *server.Permissions {
 		Subscribe: &server.SubjectPermission{Allow: p.sub},
 	}
 	if p.responses {
-		sp.Response = &server.ResponsePermission{MaxMsgs: 1}
+		// One reply per request within the default window, as a
+		// configuration file's allow_responses: { max: 1 } reads.
+		sp.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION}
 	}
 	return sp
 }
