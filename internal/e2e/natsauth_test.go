@@ -533,7 +533,9 @@ func TestLogsNameNoPasswords(t *testing.T) {
 	for _, bad := range []func(*config.Config){
 		func(c *config.Config) { c.NATSURL = "nats://syncer:" + natsSecret + "@127.0.0.1:1" },
 		func(c *config.Config) { c.NATSURL = "nats://" + tokenSecret + "@127.0.0.1:1,nats://127.0.0.1:2" },
-		func(c *config.Config) { c.DatabaseURL = "postgres://inboxd:" + pgSecret + "@127.0.0.1:5432/inboxd?sslmode=disable" },
+		func(c *config.Config) {
+			c.DatabaseURL = "postgres://inboxd:" + pgSecret + "@127.0.0.1:5432/inboxd?sslmode=disable"
+		},
 		func(c *config.Config) { c.DatabaseURL = "postgres://inboxd:" + pgSecret + "@127.0.0.1:notaport/inboxd" },
 	} {
 		c := testnode.Config(t, db)
