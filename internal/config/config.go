@@ -63,6 +63,13 @@ type Config struct {
 	RequestRate       float64
 	PreauthConns      int
 	PreauthConnsPerIP int
+
+	// NATS login and TLS of the services (issue 13, least privilege in
+	// NATS): a credentials file instead of user/password, the CA that
+	// verifies the server, a client certificate.
+	NATSCreds         string
+	NATSCA            string
+	NATSCert, NATSKey string
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -154,6 +161,10 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS server URL(s), comma separated (env INBOXD_NATS or NATS_URL)")
 		fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS user (env INBOXD_NATS_USER or NATS_USER; default: the service's role)")
 		fs.StringVar(&c.NATSPassword, "nats-password", c.NATSPassword, "NATS password (env INBOXD_NATS_PASSWORD or NATS_PASSWORD; default $INBOXD_NATS_PASSWORD_<ROLE> or the development password)")
+		fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS credentials file (user JWT and nkey seed, decentralized auth); when set, no user or password is sent (env INBOXD_NATS_CREDS)")
+		fs.StringVar(&c.NATSCA, "nats-ca", c.NATSCA, "PEM CA certificates that verify the NATS server: TLS to NATS (env INBOXD_NATS_CA)")
+		fs.StringVar(&c.NATSCert, "nats-cert", c.NATSCert, "PEM client certificate for a NATS server that verifies clients (env INBOXD_NATS_CERT)")
+		fs.StringVar(&c.NATSKey, "nats-key", c.NATSKey, "PEM private key of --nats-cert (env INBOXD_NATS_KEY)")
 	}
 	if roles&RoleGateway != 0 {
 		fs.StringVar(&c.WSAddr, "ws", c.WSAddr, "WebSocket listen address (path /ws)")
@@ -195,6 +206,9 @@ func (c *Config) Validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("config: --tls-cert and --tls-key go together")
+	}
+	if (c.NATSCert == "") != (c.NATSKey == "") {
+		return fmt.Errorf("config: --nats-cert and --nats-key go together")
 	}
 	if c.AckTimeout < 0 {
 		return fmt.Errorf("config: ack-timeout %s is negative (0 means 3 heartbeats)", c.AckTimeout)
