@@ -57,8 +57,8 @@ func TestDebugEndpointsOnlyOnDebugListener(t *testing.T) {
 	debugPaths := []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=2", "/debug/pprof/profile?seconds=1", "/debug/sessions", "/debug/sessions?uid=7"}
 	for _, nd := range []*node.Node{off, n} {
 		for _, path := range debugPaths {
-			if code, body := httpGet(t, "http://"+nd.Ops.Addr()+path); code != http.StatusNotFound {
-				t.Errorf("--http %s: %d %.100q, want 404", path, code, body)
+			if code, _ := httpGet(t, "http://"+nd.Ops.Addr()+path); code != http.StatusNotFound {
+				t.Errorf("--http %s: %d, want 404", path, code)
 			}
 		}
 	}
