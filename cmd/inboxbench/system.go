@@ -95,12 +95,12 @@ type sysOpts struct {
 }
 
 type proc struct {
-	name string
-	cmd  *exec.Cmd
+	name  string
+	cmd   *exec.Cmd
 	ops   string // ops HTTP address: /readyz, /metrics
 	debug string // debug HTTP address: /debug/pprof ("" when unknown)
-	log  string
-	done chan struct{}
+	log   string
+	done  chan struct{}
 }
 
 type system struct {
