@@ -1,13 +1,13 @@
 // Package config is the one configuration of every inboxd binary: flags with
-// documented defaults, overridable by environment variables (named in each
-// flag's help), so a deployment can use either.
+// documented defaults, each also set by its environment variable
+// (INBOXD_<FLAG>) or a line of the --config file (Parse), so a deployment
+// can use any of them. A malformed value is an error, and a secret is never
+// printed.
 package config
 
 import (
 	"flag"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/inboxd/inboxd/internal/auth"
@@ -26,6 +26,7 @@ type Config struct {
 	DatabaseURL  string
 	HTTPAddr     string
 	LogLevel     string
+	ConfigFile   string // --config: read by Parse, unused after
 
 	// Embedded NATS (inboxd all-in-one, inboxd --nats-only).
 	DataDir    string
@@ -130,20 +131,12 @@ const (
 	RoleAllInOne = RoleGateway | RoleFanout | RoleSyncer | RoleEmbeddedNATS
 )
 
-// Register adds the flags of roles to fs, with c's values as defaults
-// (environment variables applied first, so flags win over the environment).
+// Register adds the flags of roles to fs, with c's values as defaults.
+// Parse then sets them from the command line, the environment (every flag
+// has its variable: EnvVars) and the --config file.
 func (c *Config) Register(fs *flag.FlagSet, roles Role) {
-	envStr(&c.NATSURL, "NATS_URL")
-	envStr(&c.NATSUser, "NATS_USER")
-	envStr(&c.NATSPassword, "NATS_PASSWORD")
-	envStr(&c.DatabaseURL, "DATABASE_URL")
-	envStr(&c.HTTPAddr, "INBOXD_HTTP")
-	envStr(&c.LogLevel, "INBOXD_LOG_LEVEL")
-	envStr(&c.TokenSecret, "INBOXD_TOKEN_SECRET")
-	envInt(&c.Layout.InboxPartitions, "INBOXD_INBOX_PARTITIONS")
-	envInt(&c.Layout.SendPartitions, "INBOXD_SEND_PARTITIONS")
-
-	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "Postgres URL (env DATABASE_URL)")
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "file of \"flag value\" lines (# comments); the command line and the environment override it")
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "Postgres URL (env INBOXD_DATABASE_URL or DATABASE_URL)")
 	fs.StringVar(&c.HTTPAddr, "http", c.HTTPAddr, "ops HTTP address: /livez, /readyz, /healthz, /metrics (env INBOXD_HTTP)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env INBOXD_LOG_LEVEL)")
 	fs.IntVar(&c.Layout.InboxPartitions, "inbox-partitions", c.Layout.InboxPartitions, "INBOX_<p> partitions, fixed at install (env INBOXD_INBOX_PARTITIONS)")
@@ -154,9 +147,9 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream file store under DIR/jetstream)")
 		fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "client address of the embedded NATS server (the nats CLI connects here)")
 	} else {
-		fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS server URL(s), comma separated (env NATS_URL)")
-		fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS user (env NATS_USER; default: the service's role)")
-		fs.StringVar(&c.NATSPassword, "nats-password", c.NATSPassword, "NATS password (env NATS_PASSWORD; default $INBOXD_NATS_PASSWORD_<ROLE> or the development password)")
+		fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS server URL(s), comma separated (env INBOXD_NATS or NATS_URL)")
+		fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS user (env INBOXD_NATS_USER or NATS_USER; default: the service's role)")
+		fs.StringVar(&c.NATSPassword, "nats-password", c.NATSPassword, "NATS password (env INBOXD_NATS_PASSWORD or NATS_PASSWORD; default $INBOXD_NATS_PASSWORD_<ROLE> or the development password)")
 	}
 	if roles&RoleGateway != 0 {
 		fs.StringVar(&c.WSAddr, "ws", c.WSAddr, "WebSocket listen address (path /ws)")
@@ -178,7 +171,6 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.Float64Var(&c.SendRate, "send-rate", c.SendRate, "sends per second per user (burst twice that)")
 	}
 	if roles&RoleFanout != 0 {
-		envInt(&c.NodeID, "INBOXD_NODE_ID")
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
 		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
 	}
@@ -202,18 +194,4 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)
 	}
 	return nil
-}
-
-func envStr(dst *string, name string) {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		*dst = v
-	}
-}
-
-func envInt(dst *int, name string) {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			*dst = n
-		}
-	}
 }
