@@ -13,6 +13,7 @@ import (
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
@@ -70,6 +71,11 @@ type Config struct {
 	NATSCreds         string
 	NATSCA            string
 	NATSCert, NATSKey string
+
+	// Ops endpoints (issue 13 item 5): the debug listener, off by default,
+	// and how long a stopping process stays up unready.
+	DebugHTTPAddr string
+	DrainDelay    time.Duration
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -87,6 +93,7 @@ func Defaults() Config {
 		NATSListen:  natsAddr,
 		TokenSecret: auth.DevSecret,
 		Layout:      streams.DefaultLayout,
+		DrainDelay:  ops.DefaultDrainDelay,
 
 		WSAddr:           gw.WSAddr,
 		TCPAddr:          gw.TCPAddr,
@@ -150,10 +157,12 @@ const (
 func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "file of \"flag value\" lines (# comments); the command line and the environment override it")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "Postgres URL (env INBOXD_DATABASE_URL or DATABASE_URL)")
-	fs.StringVar(&c.HTTPAddr, "http", c.HTTPAddr, "ops HTTP address: /healthz, /metrics (env INBOXD_HTTP)")
+	fs.StringVar(&c.HTTPAddr, "http", c.HTTPAddr, "ops HTTP address: /livez, /readyz, /healthz, /metrics (env INBOXD_HTTP)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env INBOXD_LOG_LEVEL)")
 	fs.IntVar(&c.Layout.InboxPartitions, "inbox-partitions", c.Layout.InboxPartitions, "INBOX_<p> partitions, fixed at install (env INBOXD_INBOX_PARTITIONS)")
 	fs.IntVar(&c.Layout.SendPartitions, "send-partitions", c.Layout.SendPartitions, "SEND partitions, fixed at install (env INBOXD_SEND_PARTITIONS)")
+	fs.StringVar(&c.DebugHTTPAddr, "debug-http", c.DebugHTTPAddr, "debug HTTP address, loopback only: /debug/pprof, /debug/sessions; unauthenticated (env INBOXD_DEBUG_HTTP; default off)")
+	fs.DurationVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "after SIGTERM/SIGINT, serve this long with /readyz 503 before closing connections; a second signal cuts it short (env INBOXD_DRAIN_DELAY)")
 	if roles&RoleEmbeddedNATS != 0 {
 		fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream file store under DIR/jetstream)")
 		fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "client address of the embedded NATS server (the nats CLI connects here)")
