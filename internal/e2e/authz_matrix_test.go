@@ -290,6 +290,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 				if err := row.try(t, tr); err != nil {
 					t.Error(err)
 				}
+				time.Sleep(50 * time.Millisecond) // anything the row set off lands
 				w.unchanged(t, before)
 				v.nothingSince(t, seen)
 			})
@@ -429,11 +430,10 @@ func (w *watch) settle(t *testing.T) {
 	}
 }
 
-// unchanged fails the test if the state differs from before (after a
-// moment for anything a row set off to land).
+// unchanged fails the test if the state differs from before (the caller
+// gave anything a row set off a moment to land).
 func (w *watch) unchanged(t *testing.T, before storeState) {
 	t.Helper()
-	time.Sleep(100 * time.Millisecond)
 	if after := w.state(t); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("stored data changed: before %+v, after %+v", before, after)
 	}
@@ -511,7 +511,6 @@ func (w *witness) seqs() []uint64 {
 // message, an event, an error (its session replaced or lost).
 func (w *witness) nothingSince(t *testing.T, seen witnessed) {
 	t.Helper()
-	time.Sleep(50 * time.Millisecond)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.msgs) != seen.msgs || len(w.events) != seen.events || len(w.errs) != seen.errs {

@@ -232,18 +232,27 @@ func (c *wireConn) raw(b []byte) {
 // TCP, one masked binary (ws) or text (json) message on WebSocket.
 func (c *wireConn) frame(f []byte) {
 	c.t.Helper()
+	c.raw(c.framed(f))
+}
+
+func (c *wireConn) framed(f []byte) []byte {
 	switch c.tr {
 	case "tcp":
-		c.raw(append(binary.BigEndian.AppendUint32(nil, uint32(len(f))), f...))
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(f))), f...)
 	case "ws":
-		c.raw(wsFrame(ws.OpBinary, true, true, f))
-	case "json":
-		c.raw(wsFrame(ws.OpText, true, true, f))
+		return wsFrame(ws.OpBinary, true, true, f)
 	}
+	return wsFrame(ws.OpText, true, true, f)
 }
 
 // send writes m as a frame (its JSON form on a json connection).
 func (c *wireConn) send(m proto.Message) {
+	c.t.Helper()
+	c.raw(c.encode(m))
+}
+
+// encode is m as send writes it.
+func (c *wireConn) encode(m proto.Message) []byte {
 	c.t.Helper()
 	var f []byte
 	var err error
@@ -255,7 +264,7 @@ func (c *wireConn) send(m proto.Message) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	c.frame(f)
+	return c.framed(f)
 }
 
 // wsFrame is one WebSocket frame (RFC 6455 5.2): a client's is masked.
