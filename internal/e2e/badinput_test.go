@@ -36,7 +36,8 @@ import (
 func TestBadInputTable(t *testing.T) {
 	cfg := testnode.Config(t, testenv.Database(t))
 	d := config.Defaults()
-	cfg.PullRate, cfg.SendRate = d.PullRate, d.SendRate // the production limits: the floods must meet them
+	// The production limits: the floods must meet them.
+	cfg.PullRate, cfg.SendRate, cfg.SendEntryRate, cfg.RequestRate = d.PullRate, d.SendRate, d.SendEntryRate, d.RequestRate
 	n := testnode.StartNode(t, cfg, allRoles)
 
 	const attacker, victim, other = 7, 8, 9
