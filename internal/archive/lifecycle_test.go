@@ -270,3 +270,28 @@ func TestEntriesPurgedBeforeArchivingAreCountedLost(t *testing.T) {
 		t.Fatalf("inbox_archive holds %d entries, want 5 (1, 2, 8, 9, 10)", got)
 	}
 }
+
+// The trimmer trims by the hot window the streams record, so a documented
+// change (streams.ChangeHotWindow: inboxctl streams set) takes effect at
+// its next round, without a restart: archived entries kept under a 1 h
+// window are trimmed once the window is 2 s.
+func TestTrimmerFollowsAHotWindowChange(t *testing.T) {
+	r := newRig(t)
+	if _, err := streams.ChangeHotWindow(r.ctx, r.js, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	r.publish(1, 10)
+	r.waitArchivedThrough(10)
+	time.Sleep(hotWindow + time.Second)
+	if first, _ := r.state(); first != 1 {
+		t.Fatalf("entries younger than the 1 h window trimmed: first seq %d", first)
+	}
+	if _, err := streams.ChangeHotWindow(r.ctx, r.js, hotWindow); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("entries 1..10 to be trimmed under the new window", func() (bool, string) {
+		first, msgs := r.state()
+		return first == 11 && msgs == 0, fmt.Sprintf("first seq %d, %d entries", first, msgs)
+	})
+}
