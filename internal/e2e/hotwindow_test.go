@@ -1,14 +1,17 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/streams"
@@ -211,4 +214,89 @@ func TestUndecodableEntryIsQuarantinedAndTheArchiverGoesOn(t *testing.T) {
 	}
 	d := connectDevice(t, n, 2, "phone", deviceOpts{})
 	checkOrderedOnce(t, d.waitFor(6, 20*time.Second), append(before, after...))
+}
+
+// A catch-up that reads a stretch the archive already holds from the
+// stream (a short tail) does not lose what the trimmer purges under it: a
+// purge moves the consumer past the purged entries silently, so the page
+// read after it would jump them. Here the page waits for the user's
+// backfill bucket (5 a second) while its 50 entries turn older than the
+// hot window and are trimmed, and 5 newer ones arrive (not archived: the
+// archiver cannot write); the fetch, which brings only those 5, is dropped
+// and the stretch read from the archive instead.
+func TestEntriesTrimmedUnderATailReadComeFromTheArchive(t *testing.T) {
+	n := hotWindowNode(t, nil)
+	gw := testnode.Gateway(t, n, gateway.Options{UserBackfillRate: 5, UserBackfillBurst: 5})
+	conv := createConv(t, n, false, 1, 2)
+	c := dialRaw(t, gw.TCPAddr())
+	c.rawHello(2, "phone", "desktop")
+	waitCond(t, 10*time.Second, "the device's cursor mirrored", func() (bool, string) {
+		k := count(t, n, `SELECT count(*) FROM device_cursor WHERE uid = 2`)
+		return k == 1, fmt.Sprintf("%d rows", k)
+	})
+	c.nc.Close()
+
+	want := sendN(t, n, 1, conv, 50, "old")
+	waitArchived(t, n, 100)
+	c = dialRaw(t, gw.TCPAddr())
+	c.rawHello(2, "phone", "desktop") // the pump positions the consumer and waits for 50 tokens: 9 s
+	waitCond(t, 10*time.Second, "the 50 entries trimmed", func() (bool, string) {
+		first, msgs := inboxState(t, n, 2)
+		return msgs == 0, fmt.Sprintf("first seq %d, %d entries", first, msgs)
+	})
+	// The new ones stay in the stream: the archiver cannot write, so
+	// they are neither archived nor trimmed.
+	tx, err := n.Store.Pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(context.Background(), `LOCK TABLE archive_progress IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, sendN(t, n, 1, conv, 5, "new")...)
+
+	// The 5 new ones come live; the 50 by backfill, and they must not be
+	// jumped.
+	frames := c.frames()
+	var got []*pb.Message
+	timeout := time.After(30 * time.Second)
+	for backfillDone := false; len(got) < len(want) || !backfillDone; {
+		select {
+		case m, ok := <-frames:
+			if !ok {
+				t.Fatalf("connection closed after %d of %d messages", len(got), len(want))
+			}
+			b, ok := m.(*pb.Batch)
+			if !ok {
+				continue
+			}
+			got = append(got, b.GetMessages()...)
+			if b.GetBatchId() != 0 {
+				c.write(&pb.Ack{BatchIds: []uint64{b.GetBatchId()}})
+			}
+			if b.GetLane() == pb.Lane_BACKFILL && !b.GetHasMore() {
+				backfillDone = true
+			}
+		case <-timeout:
+			t.Fatalf("after 30 s the device has %d of %d messages: %v", len(got), len(want), msgIDs(got))
+		}
+	}
+	slices.SortFunc(got, func(a, b *pb.Message) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
+	if len(got) != len(want) {
+		t.Fatalf("the device got %d messages, want %d: %v", len(got), len(want), msgIDs(got))
+	}
+	for i, m := range got {
+		if m.GetMsgId() != want[i] {
+			t.Fatalf("message %d by seq is msg %d, want %d: %v", i, m.GetMsgId(), want[i], msgIDs(got))
+		}
+	}
+}
+
+func msgIDs(ms []*pb.Message) []int64 {
+	out := make([]int64, len(ms))
+	for i, m := range ms {
+		out[i] = m.GetMsgId()
+	}
+	return out
 }
