@@ -55,6 +55,12 @@ type Config struct {
 	BatchSize int
 
 	Layout streams.Layout
+
+	// Keys and exposure (issue 13: internal/node/secure.go, internal/auth).
+	Dev           bool          // allow development secrets on reachable addresses
+	TokenKeysFile string        // JSON key set, each key with a kid
+	TokenIssuer   string        // when set, a token's iss must equal it
+	TokenMaxTTL   time.Duration // longest exp − iat accepted
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -87,6 +93,8 @@ func Defaults() Config {
 		SendRate:         float64(gw.SendRate),
 
 		BatchSize: fo.BatchSize,
+
+		TokenMaxTTL: auth.DefaultMaxTTL,
 	}
 }
 
@@ -141,6 +149,7 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env INBOXD_LOG_LEVEL)")
 	fs.IntVar(&c.Layout.InboxPartitions, "inbox-partitions", c.Layout.InboxPartitions, "INBOX_<p> partitions, fixed at install (env INBOXD_INBOX_PARTITIONS)")
 	fs.IntVar(&c.Layout.SendPartitions, "send-partitions", c.Layout.SendPartitions, "SEND partitions, fixed at install (env INBOXD_SEND_PARTITIONS)")
+	fs.BoolVar(&c.Dev, "dev", c.Dev, "allow the development secrets and passwords on addresses reachable beyond loopback, for a trial; logged loudly (env INBOXD_DEV)")
 	if roles&RoleEmbeddedNATS != 0 {
 		fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream file store under DIR/jetstream)")
 		fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "client address of the embedded NATS server (the nats CLI connects here)")
@@ -167,6 +176,9 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.IntVar(&c.MaxConnsPerUser, "max-conns-per-user", c.MaxConnsPerUser, "connections one user may hold on a gateway")
 		fs.DurationVar(&c.DeviceSeenEvery, "device-seen-every", c.DeviceSeenEvery, "how often a connected device's last_seen_at is refreshed (inboxctl audit)")
 		fs.Float64Var(&c.SendRate, "send-rate", c.SendRate, "sends per second per user (burst twice that)")
+		fs.StringVar(&c.TokenKeysFile, "token-keys", c.TokenKeysFile, "JSON key set of client token keys, each with a kid, for rotation (docs/protocol.md) (env INBOXD_TOKEN_KEYS)")
+		fs.StringVar(&c.TokenIssuer, "token-issuer", c.TokenIssuer, "when set, a client token's iss must equal it (env INBOXD_TOKEN_ISSUER)")
+		fs.DurationVar(&c.TokenMaxTTL, "token-max-ttl", c.TokenMaxTTL, "longest client token lifetime (exp - iat) accepted; tokens without iat are refused (env INBOXD_TOKEN_MAX_TTL)")
 	}
 	if roles&RoleFanout != 0 {
 		envInt(&c.NodeID, "INBOXD_NODE_ID")
@@ -188,6 +200,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AckTimeout < 0 {
 		return fmt.Errorf("config: ack-timeout %s is negative (0 means 3 heartbeats)", c.AckTimeout)
+	}
+	if c.TokenMaxTTL <= 0 {
+		return fmt.Errorf("config: --token-max-ttl %s must be positive", c.TokenMaxTTL)
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)

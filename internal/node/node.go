@@ -45,6 +45,16 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Before anything listens: a refused start has opened nothing.
+	if err := checkExposure(cfg, roles, log); err != nil {
+		return nil, err
+	}
+	var keys gatewayKeys
+	if roles&config.RoleGateway != 0 {
+		if keys, err = loadGatewayKeys(cfg, log); err != nil {
+			return nil, err
+		}
+	}
 	n := &Node{log: log}
 	defer func() {
 		if err != nil {
@@ -91,7 +101,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		}
 	}
 	if roles&config.RoleGateway != 0 {
-		if err := n.startGateway(run, cfg, login, reg); err != nil {
+		if err := n.startGateway(run, cfg, keys, login, reg); err != nil {
 			return nil, err
 		}
 		n.Ops.Handle("/debug/sessions", sessionsPage(n.Gateway))

@@ -98,23 +98,28 @@ func TestSplitDeploymentDelivers(t *testing.T) {
 	}
 }
 
-// A start that fails after some roles are up (here the gateway, which has no
-// key to verify tokens with, after the syncer and the fanout) returns the
+// A start that fails after some roles are up (here the gateway, whose
+// WebSocket port is taken, after the syncer and the fanout) returns the
 // error and closes what it started: the ops and NATS ports are free again.
 func TestFailedStartClosesWhatItStarted(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
 	cfg := testnode.Config(t, testenv.Database(t))
 	cfg.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	cfg.NATSListen = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	cfg.TokenSecret = ""
+	cfg.WSAddr = taken.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	n, err := node.Start(ctx, cfg, config.RoleAllInOne, testenv.Logger(t))
 	if err == nil {
 		n.Close()
-		t.Fatal("a gateway without token keys started")
+		t.Fatal("a gateway started on a taken port")
 	}
-	if !strings.Contains(err.Error(), "no way to verify tokens") {
-		t.Fatalf("start failed with %v, want the missing token keys", err)
+	if !strings.Contains(err.Error(), "listen websocket") {
+		t.Fatalf("start failed with %v, want the taken WebSocket port", err)
 	}
 	for _, addr := range []string{cfg.HTTPAddr, cfg.NATSListen} {
 		ln, err := net.Listen("tcp", addr)

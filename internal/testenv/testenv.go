@@ -33,8 +33,9 @@ func AdminURL() string {
 	return "postgres://inboxd:inboxd@127.0.0.1:5432/postgres?sslmode=disable"
 }
 
-// Secret is the token secret of test nodes.
-const Secret = "inboxd-test-secret"
+// Secret is the token secret of test nodes (auth.MinSecretLen bytes or
+// more, as every HS256 secret).
+const Secret = "inboxd-test-secret-0123456789abcdef"
 
 // Database creates an empty database for one test and drops it afterwards.
 // It returns the database's URL.

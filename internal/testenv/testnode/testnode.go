@@ -92,7 +92,11 @@ func Gateway(t testing.TB, n *node.Node, opts gateway.Options) *gateway.Gateway 
 	if opts.Layout == (streams.Layout{}) {
 		opts.Layout = Layout()
 	}
-	g, err := gateway.New(opts, testenv.Logger(t).Named("gateway"), n.NC, n.Store, auth.NewVerifier(testenv.Secret), prometheus.NewRegistry())
+	v, err := auth.NewHS256Verifier(testenv.Secret)
+	if err != nil {
+		t.Fatalf("testnode: verifier: %v", err)
+	}
+	g, err := gateway.New(opts, testenv.Logger(t).Named("gateway"), n.NC, n.Store, v, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatalf("testnode: gateway: %v", err)
 	}
