@@ -131,6 +131,36 @@ func TestFailedStartClosesWhatItStarted(t *testing.T) {
 	}
 }
 
+// The gateway's keys are loaded before anything starts: a bad key set, a
+// short secret or a missing public key file is reported at once, not after
+// Postgres (here never reachable) was waited for, and names its setting.
+func TestBadTokenKeysFailBeforeWaiting(t *testing.T) {
+	free := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) // nothing listens there
+	for _, tc := range []struct {
+		name string
+		set  func(*config.Config)
+		want string
+	}{
+		{"missing key set", func(c *config.Config) { c.TokenKeysFile = "/nonexistent/keys.json" }, "--token-keys: open /nonexistent/keys.json"},
+		{"short secret", func(c *config.Config) { c.TokenSecret = "short" }, "--token-secret (INBOXD_TOKEN_SECRET): auth: HS256 secret is 5 bytes, want at least 32"},
+		{"missing public key", func(c *config.Config) { c.TokenEdKeyFile = "/nonexistent/tokens.pub" }, "--token-ed25519-key: open /nonexistent/tokens.pub"},
+		{"no key", func(c *config.Config) { c.TokenSecret = "" }, "no way to verify tokens"},
+	} {
+		cfg := testnode.Config(t, "postgres://inboxd:inboxd@"+free+"/inboxd?connect_timeout=1")
+		tc.set(&cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n, err := node.Start(ctx, cfg, config.RoleAllInOne, testenv.Logger(t))
+		cancel()
+		if err == nil {
+			n.Close()
+			t.Fatalf("%s: started", tc.name)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: start failed with %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
 // startNode is testnode.StartNode with log.
 func startNode(t *testing.T, cfg config.Config, roles config.Role, log *zap.Logger) *node.Node {
 	t.Helper()

@@ -53,7 +53,7 @@ func checkExposure(cfg config.Config, roles config.Role, log *zap.Logger) error 
 			sep = ", while "
 		}
 		return fmt.Errorf("%s%s%s %s reachable beyond loopback; %s or pass --dev for a trial",
-			andList(what), sep, strings.Join(reach, ", "), verb, strings.Join(fixes, ", "))
+			andList(what), sep, andList(reach), verb, strings.Join(fixes, ", "))
 	}
 	return nil
 }
