@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
 
 	"go.uber.org/zap"
 
@@ -59,6 +60,7 @@ func tokenVerifier(cfg config.Config, log *zap.Logger) (*auth.Verifier, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: --token-keys: %w", err)
 		}
+		warnIfOthersRead(cfg.TokenKeysFile, ks, log)
 		keys = append(keys, ks...)
 	}
 	if len(keys) == 0 {
@@ -69,6 +71,23 @@ func tokenVerifier(cfg config.Config, log *zap.Logger) (*auth.Verifier, error) {
 		return nil, fmt.Errorf("gateway: token keys: %w", err)
 	}
 	return v, nil
+}
+
+// warnIfOthersRead warns when a key set with secrets in it is readable by
+// other users than its owner (as ssh does for private keys): anyone who
+// reads an HS256 secret can sign tokens for every user.
+func warnIfOthersRead(path string, keys []auth.Key, log *zap.Logger) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	for _, k := range keys {
+		if k.Alg() == auth.AlgHS256 {
+			log.Warn("--token-keys holds HS256 secrets and is readable by other users; chmod 600 it",
+				zap.String("file", path), zap.String("mode", fi.Mode().Perm().String()))
+			return
+		}
+	}
 }
 
 // tlsConfig loads --tls-cert and --tls-key; nil without them (plain

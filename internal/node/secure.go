@@ -140,18 +140,26 @@ func hasDevDatabasePassword(dsn string) bool {
 	return err == nil && c.Password == dev.Password
 }
 
+// listenAddr is a listener's flag and its configured address.
+type listenAddr struct{ flag, addr string }
+
+// listenAddrs are the listeners the roles open.
+func listenAddrs(cfg config.Config, roles config.Role) []listenAddr {
+	out := []listenAddr{{"--http", cfg.HTTPAddr}}
+	if roles&config.RoleGateway != 0 {
+		out = append(out, listenAddr{"--ws", cfg.WSAddr}, listenAddr{"--tcp", cfg.TCPAddr})
+	}
+	if roles&config.RoleEmbeddedNATS != 0 {
+		out = append(out, listenAddr{"--nats-listen", cfg.NATSListen})
+	}
+	return out
+}
+
 // reachable lists the configured addresses of the roles that are not
 // loopback, as "<flag> <address>" (NATS URLs without their user info).
 func reachable(cfg config.Config, roles config.Role) []string {
-	addrs := []struct{ flag, addr string }{{"--http", cfg.HTTPAddr}}
-	if roles&config.RoleGateway != 0 {
-		addrs = append(addrs, struct{ flag, addr string }{"--ws", cfg.WSAddr}, struct{ flag, addr string }{"--tcp", cfg.TCPAddr})
-	}
-	if roles&config.RoleEmbeddedNATS != 0 {
-		addrs = append(addrs, struct{ flag, addr string }{"--nats-listen", cfg.NATSListen})
-	}
 	var out []string
-	for _, a := range addrs {
+	for _, a := range listenAddrs(cfg, roles) {
 		host, _, err := net.SplitHostPort(a.addr)
 		if err != nil || !isLoopback(host) {
 			out = append(out, a.flag+" "+a.addr)
