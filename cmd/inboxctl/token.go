@@ -24,8 +24,10 @@ func tokenCmd(args []string) int {
 	fs.Int64Var(&r.uid, "uid", 0, "uid")
 	fs.StringVar(&r.device, "device", "", "device id")
 	fs.DurationVar(&r.ttl, "ttl", auth.DefaultMaxTTL, "validity; gateways refuse tokens longer than their --token-max-ttl (default the same)")
-	fs.StringVar(&r.kid, "kid", envOr("INBOXD_TOKEN_KID", ""), "key id (kid header) of --secret in the gateways' --token-keys set (env INBOXD_TOKEN_KID); none: a key without kid such as --token-secret")
-	fs.StringVar(&r.issuer, "issuer", envOr("INBOXD_TOKEN_ISSUER", ""), "iss claim, for gateways with --token-issuer (env INBOXD_TOKEN_ISSUER)")
+	fs.StringVar(&r.kid, "kid", "", "key id (kid header) of --secret in the gateways' --token-keys set (env INBOXD_TOKEN_KID); none: a key without kid such as --token-secret")
+	fs.StringVar(&r.issuer, "issuer", "", "iss claim, for gateways with --token-issuer (env INBOXD_TOKEN_ISSUER)")
+	fromEnv(&r.kid, "INBOXD_TOKEN_KID") // after registering, as conn.register does
+	fromEnv(&r.issuer, "INBOXD_TOKEN_ISSUER")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

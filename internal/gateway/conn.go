@@ -292,6 +292,9 @@ func (c *Conn) isClosed() bool {
 
 // handle dispatches one client frame. It reports whether the session goes on.
 func (c *Conn) handle(t wire.FrameType, m proto.Message) bool {
+	if c.overRequestRate(t, m) {
+		return true
+	}
 	switch m := m.(type) {
 	case *pb.Ping:
 		// Every few heartbeats, re-read the tail: a live announcement lost

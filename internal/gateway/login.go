@@ -20,6 +20,7 @@ import (
 
 // hello runs the login. It reports whether the session may go on.
 func (c *Conn) hello() bool {
+	defer c.g.limits.helloDone(c.nc)
 	h, ok := c.readHello()
 	if !ok {
 		return false
@@ -36,6 +37,9 @@ func (c *Conn) hello() bool {
 		return false
 	}
 	c.id, c.kind = id, kind
+	if !c.admitDevice() {
+		return false
+	}
 	sess, pending, summary, ok := c.openSession(id)
 	if !ok {
 		return false

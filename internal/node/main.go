@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -23,9 +24,21 @@ func Main(name string, roles config.Role, adjust func(*config.Config)) {
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	cfg.Register(fs, roles)
-	_ = fs.Parse(os.Args[1:])
+	if err := config.Parse(fs, os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		fs.Usage()
+		os.Exit(2)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "%s: unexpected argument %q (flags only)\n", name, fs.Arg(0))
+		os.Exit(2)
+	}
 
 	log, err := NewLogger(cfg.LogLevel)
 	if err != nil {

@@ -35,10 +35,14 @@ func TestSplitDeploymentDelivers(t *testing.T) {
 	natsNode := startNode(t, base, config.RoleEmbeddedNATS, log)
 	url := natsNode.NATS.ClientURL()
 	nodes := map[string]*node.Node{"nats": natsNode}
-	for name, role := range map[string]config.Role{"syncer": config.RoleSyncer, "fanout": config.RoleFanout, "gateway": config.RoleGateway} {
+	// The syncer first: it creates the streams the others wait for.
+	for _, r := range []struct {
+		name string
+		role config.Role
+	}{{"syncer", config.RoleSyncer}, {"fanout", config.RoleFanout}, {"gateway", config.RoleGateway}} {
 		cfg := base
 		cfg.NATSURL = url // user and password: the service's defaults
-		nodes[name] = startNode(t, cfg, role, log.Named(name))
+		nodes[r.name] = startNode(t, cfg, r.role, log.Named(r.name))
 	}
 	for name, n := range nodes {
 		if code, body := healthz(t, n); code != http.StatusOK {

@@ -74,6 +74,8 @@ func (n *Node) startGateway(run context.Context, cfg config.Config, keys gateway
 		OfflineThreshold: cfg.OfflineThreshold, PullRate: rate.Limit(cfg.PullRate),
 		MaxConnsPerUser: cfg.MaxConnsPerUser, SendRate: rate.Limit(cfg.SendRate), TLS: keys.tls,
 		DeviceSeenEvery: cfg.DeviceSeenEvery, Backfill: n.bulkNC,
+		SendEntryRate: rate.Limit(cfg.SendEntryRate), MaxDevicesPerUser: cfg.MaxDevicesPerUser, RequestRate: rate.Limit(cfg.RequestRate),
+		PreauthConns: cfg.PreauthConns, PreauthConnsPerIP: cfg.PreauthConnsPerIP,
 	}, n.log.Named("gateway"), n.NC, n.Store, keys.verifier, reg)
 	if err != nil {
 		return err

@@ -101,6 +101,10 @@ func TestCheckExposure(t *testing.T) {
 			t.Setenv(natsPasswordEnv(natsauth.Syncer), "")
 			c.NATSURL = "nats://127.0.0.1:4222, nats://syncer:pw-in-url@10.0.0.5:4222"
 		}, []string{"the NATS password of user syncer is a development password and --nats 10.0.0.5:4222 is reachable"}},
+		{"a remote NATS with a credentials file (no password sent)", config.RoleGateway, func(t *testing.T, c *config.Config) {
+			t.Setenv(natsPasswordEnv(natsauth.Gateway), "")
+			c.NATSURL, c.NATSCreds = "tls://10.0.0.5:4222", "/etc/inboxd/gateway.creds"
+		}, nil},
 		{"a remote NATS with production passwords", config.RoleSyncer, func(t *testing.T, c *config.Config) {
 			c.NATSURL = "nats://10.0.0.5:4222,tls://10.0.0.6:4222"
 		}, nil},
