@@ -140,8 +140,8 @@ func TestVerifierKeysAndClaims(t *testing.T) {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
 			case tc.want == "":
-				if id.UID != 42 || id.Device != "d" {
-					t.Fatalf("identity %+v, want uid 42 device d", id)
+				if id.UID != 42 || id.Device != "d" || id.IssuedAt.IsZero() || !id.ExpiresAt.After(id.IssuedAt) {
+					t.Fatalf("identity %+v, want uid 42 device d with the token's iat and exp", id)
 				}
 			case err == nil:
 				t.Fatalf("accepted as %+v, want refused (%s)", id, tc.want)

@@ -146,6 +146,17 @@ func Logger(t testing.TB) *zap.Logger {
 	return zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 }
 
+// Verifier returns a verifier of the tokens Token issues (Secret, no kid,
+// the default lifetime bound).
+func Verifier(t testing.TB) *auth.Verifier {
+	t.Helper()
+	v, err := auth.NewHS256Verifier(Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // Token returns a client token for uid and device valid for an hour.
 func Token(t testing.TB, uid int64, device string) string {
 	t.Helper()
