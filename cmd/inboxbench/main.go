@@ -161,6 +161,7 @@ func newFlagSet(cmd string, o *opts, onError flag.ErrorHandling) *flag.FlagSet {
 	fs.StringVar(&o.sys.secret, "secret", auth.DevSecret, "HS256 token secret of the gateway")
 	fs.IntVar(&o.sys.gwPid, "gateway-pid", 0, "with --url: pid of the gateway process (conns RSS)")
 	fs.StringVar(&o.sys.gwOps, "gateway-ops", "", "with --url: ops HTTP address of the gateway (conns heap)")
+	fs.StringVar(&o.sys.gwDebug, "gateway-debug", "", "with --url: debug HTTP address of the gateway, its --debug-http (a GC before the conns heap readings, --profile)")
 	fs.IntVar(&o.sys.partitions, "partitions", 16, "INBOX partitions of the system")
 	fs.BoolVar(&o.sys.verbose, "v", false, "progress on stderr")
 	fs.BoolVar(&o.sys.keep, "keep", false, "keep the temp dir with the server logs")

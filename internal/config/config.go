@@ -13,6 +13,7 @@ import (
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
@@ -71,6 +72,11 @@ type Config struct {
 	NATSCA            string
 	NATSCert, NATSKey string
 
+	// Ops endpoints (issue 13 item 5): the debug listener, off by default,
+	// and how long a stopping process stays up unready.
+	DebugHTTPAddr string
+	DrainDelay    time.Duration
+
 	// Keys and exposure (issue 13: internal/node/secure.go, internal/auth).
 	Dev           bool          // allow development secrets on reachable addresses
 	TokenKeysFile string        // JSON key set, each key with a kid
@@ -93,6 +99,7 @@ func Defaults() Config {
 		NATSListen:  natsAddr,
 		TokenSecret: auth.DevSecret,
 		Layout:      streams.DefaultLayout,
+		DrainDelay:  ops.DefaultDrainDelay,
 
 		WSAddr:           gw.WSAddr,
 		TCPAddr:          gw.TCPAddr,
@@ -157,10 +164,12 @@ const (
 func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "file of \"flag value\" lines (# comments); the command line and the environment override it")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "Postgres URL (env INBOXD_DATABASE_URL or DATABASE_URL)")
-	fs.StringVar(&c.HTTPAddr, "http", c.HTTPAddr, "ops HTTP address: /healthz, /metrics (env INBOXD_HTTP)")
+	fs.StringVar(&c.HTTPAddr, "http", c.HTTPAddr, "ops HTTP address: /livez, /readyz, /healthz, /metrics (env INBOXD_HTTP)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env INBOXD_LOG_LEVEL)")
 	fs.IntVar(&c.Layout.InboxPartitions, "inbox-partitions", c.Layout.InboxPartitions, "INBOX_<p> partitions, fixed at install (env INBOXD_INBOX_PARTITIONS)")
 	fs.IntVar(&c.Layout.SendPartitions, "send-partitions", c.Layout.SendPartitions, "SEND partitions, fixed at install (env INBOXD_SEND_PARTITIONS)")
+	fs.StringVar(&c.DebugHTTPAddr, "debug-http", c.DebugHTTPAddr, "debug HTTP address, loopback only: /debug/pprof, /debug/sessions; unauthenticated (env INBOXD_DEBUG_HTTP; default off)")
+	fs.DurationVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "after SIGTERM/SIGINT, serve this long with /readyz 503 before closing connections; a second signal cuts it short (env INBOXD_DRAIN_DELAY)")
 	fs.BoolVar(&c.Dev, "dev", c.Dev, "allow the development secrets and passwords on addresses reachable beyond loopback, for a trial; logged loudly (env INBOXD_DEV)")
 	if roles&RoleEmbeddedNATS != 0 {
 		fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream file store under DIR/jetstream)")

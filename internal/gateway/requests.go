@@ -155,8 +155,18 @@ func (c *Conn) handleRead(r *pb.Read) {
 
 func (c *Conn) handleReadCount(r *pb.ReadCount) {
 	c.request(r.GetRequestId(), func(ctx context.Context) (proto.Message, error) {
-		if _, err := c.g.st.Visible(ctx, c.id.UID, r.GetConvId()); err != nil {
+		if r.GetConvId() <= 0 || r.GetConvSeq() <= 0 {
+			return nil, wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "read_count needs conv_id > 0 and conv_seq > 0")
+		}
+		v, err := c.g.st.Visible(ctx, c.id.UID, r.GetConvId())
+		if err != nil {
 			return nil, err
+		}
+		if !seesSeq(v, r.GetConvSeq()) {
+			// A removed member learns nothing of what was sent after it
+			// left, a member nothing of what was sent before it joined
+			// (unless the conversation shares history).
+			return nil, wire.Errorf(pb.ErrorCode_NOT_MEMBER, "message %d of conversation %d was not sent to you", r.GetConvSeq(), r.GetConvId())
 		}
 		read, members, err := c.g.st.ReadCount(ctx, r.GetConvId(), r.GetConvSeq())
 		if err != nil {
@@ -164,6 +174,18 @@ func (c *Conn) handleReadCount(r *pb.ReadCount) {
 		}
 		return &pb.ReadCountResult{RequestId: r.GetRequestId(), ConvId: r.GetConvId(), ConvSeq: r.GetConvSeq(), Read: read, Members: members}, nil
 	})
+}
+
+// seesSeq reports whether a user of visibility v may ask about message seq:
+// one of its visible spans holds it, or it is a current member and seq is
+// not sent yet (answered 0 of 0 until it is).
+func seesSeq(v store.Visibility, seq int64) bool {
+	for _, sp := range v.Spans {
+		if sp.After < seq && seq <= sp.Until {
+			return true
+		}
+	}
+	return v.IsMember && seq > v.UpToSeq
 }
 
 func (c *Conn) handleSummaryRequest(r *pb.SummaryRequest) {

@@ -104,7 +104,8 @@ func TestSplitDeploymentDelivers(t *testing.T) {
 
 // A start that fails after some roles are up (here the gateway, whose
 // WebSocket port is taken, after the syncer and the fanout) returns the
-// error and closes what it started: the ops and NATS ports are free again.
+// error and closes what it started: the ops, debug and NATS ports are free
+// again.
 func TestFailedStartClosesWhatItStarted(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -115,6 +116,7 @@ func TestFailedStartClosesWhatItStarted(t *testing.T) {
 	cfg.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	cfg.NATSListen = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	cfg.WSAddr = taken.Addr().String()
+	cfg.DebugHTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	n, err := node.Start(ctx, cfg, config.RoleAllInOne, testenv.Logger(t))
@@ -125,7 +127,7 @@ func TestFailedStartClosesWhatItStarted(t *testing.T) {
 	if !strings.Contains(err.Error(), "listen websocket") {
 		t.Fatalf("start failed with %v, want the taken WebSocket port", err)
 	}
-	for _, addr := range []string{cfg.HTTPAddr, cfg.NATSListen} {
+	for _, addr := range []string{cfg.HTTPAddr, cfg.DebugHTTPAddr, cfg.NATSListen} {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			t.Errorf("%s still taken after the failed start: %v", addr, err)

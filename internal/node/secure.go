@@ -22,9 +22,9 @@ import (
 // anything listens, so a refused start has opened nothing.
 //
 // The rule is one sentence: if anything of this process is reachable from
-// outside loopback — a listener (--ws, --tcp, --http, --nats-listen) or
-// the NATS server it logs in to (--nats) — no development secret may be in
-// use: the token secret, a NATS password of the embedded server's users or
+// outside loopback — a listener (--ws, --tcp, --http, --nats-listen,
+// --debug-http) or the NATS server it logs in to (--nats) — no development
+// secret may be in use: the token secret, a NATS password of the embedded server's users or
 // of this service's login, or the Postgres password of store.DefaultURL.
 // It does not ask which listener a secret guards: a box with a public
 // listener is not a development box, and a loopback NATS or Postgres with a
@@ -151,6 +151,11 @@ func listenAddrs(cfg config.Config, roles config.Role) []listenAddr {
 	}
 	if roles&config.RoleEmbeddedNATS != 0 {
 		out = append(out, listenAddr{"--nats-listen", cfg.NATSListen})
+	}
+	// checkDebugAddr refuses a debug address beyond loopback anyway; it is
+	// listed so that the rule here does not depend on that one.
+	if cfg.DebugHTTPAddr != "" { // "": off
+		out = append(out, listenAddr{"--debug-http", cfg.DebugHTTPAddr})
 	}
 	return out
 }

@@ -68,6 +68,13 @@ func TestCheckExposure(t *testing.T) {
 		{"--ws on a host name", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
 			c.TokenSecret, c.WSAddr = auth.DevSecret, "chat.example.com:443"
 		}, []string{"--token-secret", "--ws chat.example.com:443"}},
+		{"--debug-http beyond loopback (checkDebugAddr refuses it before, too)", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
+			c.TokenSecret, c.DebugHTTPAddr = auth.DevSecret, "0.0.0.0:6060"
+		}, []string{"--token-secret", "--debug-http 0.0.0.0:6060 is reachable"}},
+		{"--debug-http off", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
+			*c = config.Defaults()
+			c.DebugHTTPAddr = ""
+		}, nil},
 		{"an unparsable address counts as reachable", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
 			c.TokenSecret, c.WSAddr = auth.DevSecret, "7070"
 		}, []string{"--ws 7070"}},
