@@ -8,7 +8,7 @@
 //	inboxctl sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind K]
 //	inboxctl trace MSG_ID
 //	inboxctl audit [--older-than 10m]
-//	inboxctl token --uid U --device D [--ttl 24h]
+//	inboxctl token --uid U --device D [--ttl 24h] [--kid K] [--issuer I]
 //	inboxctl streams export --dir DIR
 //
 // Connection flags (each command): --nats URL (admin API), --url URL
@@ -38,7 +38,7 @@ commands:
                                                              print the device's messages, one JSON line each, and confirm them
   trace MSG_ID                                               a message's status per recipient and device (STORED, DELIVERED, READ)
   audit [--older-than 10m]                                   messages that connected devices did not confirm
-  token --uid U --device D [--ttl 24h]                       print a signed client token
+  token --uid U --device D [--ttl 24h] [--kid K] [--issuer I] print a signed client token
   nats-conf                                                  print the NATS users and permissions (deploy/nats/auth.conf)
   streams export --dir DIR                                   write every stream and consumer definition as JSON
 
