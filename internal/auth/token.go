@@ -38,6 +38,9 @@ type Claims struct {
 type Identity struct {
 	UID    int64
 	Device string
+	// IssuedAt and ExpiresAt are the token's iat (zero when it has none)
+	// and exp: a connection ends at exp, a revocation refuses tokens by iat.
+	IssuedAt, ExpiresAt time.Time
 }
 
 // Signer issues tokens: HS256 with a shared secret, or EdDSA (Ed25519)
@@ -141,5 +144,9 @@ func (v *Verifier) Verify(token string) (Identity, error) {
 	if c.Device == "" || len(c.Device) > MaxDeviceLen || !utf8.ValidString(c.Device) {
 		return Identity{}, fmt.Errorf("%w: device claim must be 1..%d bytes of UTF-8", ErrToken, MaxDeviceLen)
 	}
-	return Identity{UID: uid, Device: c.Device}, nil
+	id := Identity{UID: uid, Device: c.Device, ExpiresAt: c.ExpiresAt.Time}
+	if c.IssuedAt != nil {
+		id.IssuedAt = c.IssuedAt.Time
+	}
+	return id, nil
 }
