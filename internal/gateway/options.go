@@ -86,6 +86,11 @@ type Options struct {
 	// phone is not taken for a dead one, a stuck one does not hold its
 	// messages until it reconnects).
 	AckTimeout time.Duration
+
+	// RevocationSweep is how often the gateway reads the revocations
+	// recorded since its last read, for announcements it missed (default
+	// 30s; also at once after a NATS reconnect).
+	RevocationSweep time.Duration
 }
 
 // DefaultOptions returns the default of every option that has one: the one
@@ -117,6 +122,7 @@ func DefaultOptions() Options {
 		SendRate:          50,
 		DeviceSeenEvery:   30 * time.Second,
 		AckTimeout:        3 * 20 * time.Second, // 3 × Heartbeat; setDefaults derives it from the heartbeat in use
+		RevocationSweep:   30 * time.Second,
 	}
 }
 
@@ -151,6 +157,7 @@ func (o *Options) setDefaults() {
 	orDefault(&o.MaxConnsPerUser, d.MaxConnsPerUser)
 	orDefault(&o.SendRate, d.SendRate)
 	orDefault(&o.DeviceSeenEvery, d.DeviceSeenEvery)
+	orDefault(&o.RevocationSweep, d.RevocationSweep)
 	// The ack timeout follows the heartbeat actually in use (3 of them,
 	// like the read deadline), not the default heartbeat's.
 	if o.AckTimeout <= 0 {
