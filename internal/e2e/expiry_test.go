@@ -262,3 +262,44 @@ func isError(m proto.Message, code pb.ErrorCode) bool {
 	e, ok := m.(*pb.Error)
 	return ok && e.GetCode() == code && e.GetFatal()
 }
+
+// A hello whose token is past its exp but within the verifier's leeway
+// for clock skew is refused with TOKEN_EXPIRED before a session opens: it
+// does not replace the device's session (which a session that ended right
+// after its welcome would have).
+func TestHelloPastExpWithinLeewayRefused(t *testing.T) {
+	n := testnode.AllInOne(t)
+	live := dialRaw(t, n.Gateway.TCPAddr())
+	live.helloWith(testenv.Token(t, 2, "phone"))
+	tok, _ := shortToken(t, 2, "phone", -time.Second) // expired 1–2 s ago
+	r := dialRaw(t, n.Gateway.TCPAddr())
+	r.write(&pb.Hello{Token: tok})
+	r.expectError(pb.ErrorCode_TOKEN_EXPIRED, true)
+	time.Sleep(500 * time.Millisecond) // a login that went on would have replaced it by now
+	live.write(&pb.Ping{Nonce: 1})
+	if m, ok := live.nextNonBatch().(*pb.Pong); !ok {
+		t.Fatalf("the device's session after the expired hello: %v, want it untouched (a pong)", m)
+	}
+}
+
+// At most one refresh a second per connection (each reads the
+// revocations): the second of two at once gets RATE_LIMITED with the wait
+// and the request's id, and the connection goes on.
+func TestRefreshRateLimited(t *testing.T) {
+	n := testnode.AllInOne(t)
+	r := dialRaw(t, n.Gateway.TCPAddr())
+	r.helloWith(testenv.Token(t, 2, "phone"))
+	r.write(&pb.Refresh{RequestId: 1, Token: testenv.Token(t, 2, "phone")})
+	r.write(&pb.Refresh{RequestId: 2, Token: testenv.Token(t, 2, "phone")})
+	if m, ok := r.nextNonBatch().(*pb.RefreshResult); !ok || m.GetRequestId() != 1 {
+		t.Fatalf("first refresh answered %v", m)
+	}
+	m := r.nextNonBatch()
+	if e, ok := m.(*pb.Error); !ok || e.GetCode() != pb.ErrorCode_RATE_LIMITED || e.GetRequestId() != 2 || e.GetFatal() || e.GetRetryAfterMs() == 0 {
+		t.Fatalf("second refresh at once answered %T %v, want a non-fatal RATE_LIMITED for request 2 with retry_after_ms", m, m)
+	}
+	r.write(&pb.Ping{Nonce: 5})
+	if m, ok := r.nextNonBatch().(*pb.Pong); !ok || m.GetNonce() != 5 {
+		t.Fatalf("after the refused refresh: %v, want the pong", m)
+	}
+}

@@ -25,12 +25,12 @@ import (
 //     RevocationSweep and at once after its NATS connection came back.
 
 // revokes reports whether a revocation at revokedAt (zero: none) covers a
-// token issued at iat. iat has a precision of a second (JWT NumericDate),
-// so a token issued within the second of the revocation is taken for one
-// issued before it: refused (a new token works from the next second on).
+// token issued at iat. iat has a precision of a second (JWT NumericDate):
+// a token whose iat is the revocation's second may have been issued
+// before it, and is refused (a new token works from the next second on).
 // A token without iat is covered by any revocation.
 func revokes(revokedAt, iat time.Time) bool {
-	return !revokedAt.IsZero() && !iat.After(revokedAt.Truncate(time.Second))
+	return !revokedAt.IsZero() && !iat.After(revokedAt)
 }
 
 func revokedError(at time.Time) *wire.Error {
