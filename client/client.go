@@ -194,9 +194,10 @@ type pendingSend struct {
 
 // Dial connects, says hello and waits for welcome. The client then keeps the
 // connection up (reconnecting as needed) until Close, or until the device
-// logs in on another connection (ErrReplaced, after which it does not
-// reconnect). Dial fails when the first connection fails: a wrong token or
-// URL is reported, not retried.
+// logs in on another connection (ErrReplaced) or is revoked (ErrRevoked),
+// after which it does not reconnect. Dial fails when the first connection
+// fails: a wrong token or URL is reported, not retried (a revoked device's
+// token: errors.Is(err, ErrRevoked)).
 func Dial(ctx context.Context, opts Options) (*Client, error) {
 	opts.setDefaults()
 	c := &Client{
@@ -235,7 +236,7 @@ func (c *Client) Welcome() *pb.Welcome {
 func (c *Client) Done() <-chan struct{} { return c.done }
 
 // Err is nil while the client runs. Once it stopped it is ErrClosed after
-// Close, or the error that stopped it on its own (ErrReplaced).
+// Close, or the error that stopped it on its own (ErrReplaced, ErrRevoked).
 func (c *Client) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -255,7 +256,7 @@ func (c *Client) stopErrLocked() error {
 
 // Close ends the session and stops reconnecting. Pending sends fail with
 // ErrClosed. Close of a client that had stopped on its own returns the
-// reason (ErrReplaced) once it is fully stopped.
+// reason (ErrReplaced, ErrRevoked) once it is fully stopped.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
