@@ -519,7 +519,12 @@ func (c *Client) pump(s *session) {
 		}
 		p := c.queue[0]
 		c.queue = c.queue[1:]
-		p.queued, p.onWire = false, true
+		p.queued = false
+		if !c.fitsLocked(s, p) {
+			c.mu.Unlock()
+			continue
+		}
+		p.onWire = true
 		c.inflight++
 		c.mu.Unlock()
 		if err := s.conn.writeFrame(p.frame, time.Now().Add(10*time.Second)); err != nil {
@@ -629,6 +634,9 @@ func (s *session) handle(m proto.Message) {
 			s.c.tokenExpired() // the reconnect asks RefreshToken first
 		}
 		s.c.report(err)
+		if err.Code == pb.ErrorCode_FRAME_TOO_LARGE {
+			s.c.onFrameTooLarge(s, err)
+		}
 		if err.Fatal {
 			s.hint = time.Duration(err.RetryAfterMs) * time.Millisecond
 			s.conn.close()

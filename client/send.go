@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -42,10 +43,17 @@ type PendingSend struct {
 // send answered FAILED may get a conv_seq after later sends (a reconnect
 // keeps the order: every unanswered send goes out again in issue order).
 func (c *Client) SendAsync(convID int64, clientMsgID, text string) *PendingSend {
-	req := &pb.Send{ClientMsgId: clientMsgID, ConvId: convID, Kind: 1, Text: text}
+	req := &pb.Send{ClientMsgId: clientMsgID, ConvId: convID, Kind: wire.KindText, Text: text}
+	// The protocol's limits, checked as the gateway checks them: a send
+	// that can never be stored is refused here with the gateway's code and
+	// words. Queued, a text above the gateway's max_frame would close the
+	// connection instead of getting an answer, and every reconnect would
+	// send it again until the waiter gave up.
+	if err := wire.CheckSend(req); err != nil {
+		return &PendingSend{err: err}
+	}
 	frame, err := wire.AppendFrame(nil, req)
 	if err != nil {
-		// protobuf refuses invalid UTF-8 in strings; nothing was sent.
 		return &PendingSend{err: wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "send %q: %v", clientMsgID, err)}
 	}
 	p := &pendingSend{req: req, frame: frame, result: make(chan *pb.SendResult, 1)}
@@ -153,4 +161,53 @@ func (c *Client) onSendResult(s *session, r *pb.SendResult) {
 	}
 	c.mu.Unlock()
 	c.pump(s)
+}
+
+// fitsLocked reports whether p's frame is within the max_frame s's welcome
+// advertises (0: not advertised). One that is not is rejected with
+// FRAME_TOO_LARGE instead of going on the wire, where the server would
+// close the connection for it.
+func (c *Client) fitsLocked(s *session, p *pendingSend) bool {
+	limit := int(s.welcome.GetMaxFrame())
+	if limit <= 0 || len(p.frame) <= limit {
+		return true
+	}
+	c.rejectLocked(p, pb.ErrorCode_FRAME_TOO_LARGE,
+		fmt.Sprintf("the send's frame of %d bytes exceeds the server's max_frame of %d", len(p.frame), limit))
+	return false
+}
+
+// onFrameTooLarge handles a session the server ends with FRAME_TOO_LARGE
+// although the welcome did not advertise a limit the frame exceeds (an
+// older server, a limit lower than advertised). The largest send on the
+// wire is the frame it refused (every other frame the client writes is
+// small) and is rejected with the server's code and words: sent again on
+// the next session it would end that one too, and every one after it,
+// until its waiter gave up.
+func (c *Client) onFrameTooLarge(s *session, werr *wire.Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur != s {
+		return
+	}
+	var culprit *pendingSend
+	for _, p := range c.pending {
+		if p.onWire && (culprit == nil || len(p.frame) > len(culprit.frame)) {
+			culprit = p
+		}
+	}
+	if culprit == nil {
+		return
+	}
+	culprit.onWire = false
+	c.inflight--
+	c.rejectLocked(culprit, werr.Code, fmt.Sprintf("the send's frame of %d bytes: %s", len(culprit.frame), werr.Message))
+}
+
+// rejectLocked ends p with a final REJECTED answer of the client's own
+// (p is neither queued nor on the wire).
+func (c *Client) rejectLocked(p *pendingSend, code pb.ErrorCode, msg string) {
+	cmid := p.req.GetClientMsgId()
+	delete(c.pending, cmid)
+	p.result <- &pb.SendResult{ClientMsgId: cmid, Status: pb.SendStatus_REJECTED, Code: code, Message: msg}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,88 @@ func TestUnansweredSendsSentAgainInOrderAfterReconnect(t *testing.T) {
 		if r, err := ps[i].Wait(waitCtx(t)); err != nil || r.MsgID != want {
 			t.Fatalf("send %d: %+v %v, want msg_id %d", i, r, err, want)
 		}
+	}
+}
+
+// A send that can never be stored (wire.CheckSend: here a text over
+// MaxTextLen) is refused by SendAsync at once with the gateway's code and
+// words, and never goes on the wire.
+func TestSendBeyondTheLimitsRefusedLocally(t *testing.T) {
+	s := newScripted(t, nil)
+	c, sc := dialScripted(t, s, Options{})
+	for _, text := range []string{strings.Repeat("x", wire.MaxTextLen+1), strings.Repeat("x", 70_000)} {
+		_, err := c.SendAsync(1, "long", text).Wait(waitCtx(t))
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Code != pb.ErrorCode_INVALID_ARGUMENT || we.Message != "text exceeds 16384 bytes" {
+			t.Fatalf("send of %d bytes: %v, want INVALID_ARGUMENT: text exceeds 16384 bytes", len(text), err)
+		}
+	}
+	ok := c.SendAsync(1, "fits", strings.Repeat("x", wire.MaxTextLen))
+	sc.waitFrames("the send that fits", func(f []proto.Message) bool { return len(sendsOf(f)) > 0 })
+	sc.send(stored("fits", 1))
+	if _, err := ok.Wait(waitCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ids := sendsOf(sc.frames()); !slices.Equal(ids, []string{"fits"}) {
+		t.Fatalf("sends on the wire: %v, want only the one that fits", ids)
+	}
+}
+
+// A send whose frame is above the max_frame the welcome advertises is
+// refused with FRAME_TOO_LARGE before it is written (the server would close
+// the connection); the sends after it go on.
+func TestSendAboveAdvertisedMaxFrameRefusedBeforeTheWire(t *testing.T) {
+	s := newScripted(t, func(int, *pb.Hello) proto.Message {
+		w := welcome(0)
+		w.MaxFrame = 1000
+		return w
+	})
+	c, sc := dialScripted(t, s, Options{})
+	big := c.SendAsync(1, "big", strings.Repeat("x", 2000))
+	small := c.SendAsync(1, "small", "fits")
+	var we *wire.Error
+	if _, err := big.Wait(waitCtx(t)); !errors.As(err, &we) || we.Code != pb.ErrorCode_FRAME_TOO_LARGE {
+		t.Fatalf("send of a 2000-byte frame to a server of max_frame 1000: %v, want FRAME_TOO_LARGE", err)
+	}
+	sc.waitFrames("the small send", func(f []proto.Message) bool { return len(sendsOf(f)) > 0 })
+	sc.send(stored("small", 1))
+	if _, err := small.Wait(waitCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ids := sendsOf(sc.frames()); !slices.Equal(ids, []string{"small"}) {
+		t.Fatalf("sends on the wire: %v, want only the small one", ids)
+	}
+}
+
+// A server that closes the connection with FRAME_TOO_LARGE for a send
+// without having advertised the limit (an older or differently configured
+// server) gets that send once: the client rejects it with the server's code
+// instead of sending it again on every reconnect until its waiter gives up.
+// Another send on the wire at the time goes out again and is stored.
+func TestSendRefusedFrameTooLargeNotRetried(t *testing.T) {
+	s := newScripted(t, func(int, *pb.Hello) proto.Message {
+		w := welcome(0)
+		w.MaxFrame = 0 // not advertised
+		return w
+	})
+	c, sc := dialScripted(t, s, Options{})
+	big := c.SendAsync(1, "big", strings.Repeat("x", 10_000))
+	small := c.SendAsync(1, "small", "fits")
+	sc.waitFrames("both sends", func(f []proto.Message) bool { return len(sendsOf(f)) == 2 })
+	sc.send(&pb.Error{Code: pb.ErrorCode_FRAME_TOO_LARGE, Message: "frame of 10012 bytes exceeds the limit of 8192", Fatal: true})
+	sc.close()
+	var we *wire.Error
+	if _, err := big.Wait(waitCtx(t)); !errors.As(err, &we) || we.Code != pb.ErrorCode_FRAME_TOO_LARGE {
+		t.Fatalf("the send the server refused as too large: %v, want FRAME_TOO_LARGE", err)
+	}
+	sc = s.next()
+	got := sc.waitFrames("the small send again", func(f []proto.Message) bool { return len(sendsOf(f)) > 0 })
+	sc.send(stored("small", 1))
+	if _, err := small.Wait(waitCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if ids := sendsOf(sc.frames()); !slices.Equal(ids, []string{"small"}) {
+		t.Fatalf("after the reconnect the client sent %v (first %v), want only the small send", ids, sendsOf(got))
 	}
 }

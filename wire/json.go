@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -39,6 +40,12 @@ func MarshalJSONFrame(m proto.Message) ([]byte, error) {
 
 // UnmarshalJSONFrame parses the JSON form of a frame.
 func UnmarshalJSONFrame(b []byte) (FrameType, proto.Message, error) {
+	// encoding/json would take invalid UTF-8 outside the body's strings
+	// (in a key it ignores) silently; a text message must be UTF-8
+	// (RFC 6455 5.6), and one that is not is refused as a whole.
+	if !utf8.Valid(b) {
+		return 0, nil, Errorf(pb.ErrorCode_BAD_FRAME, "json frame is not valid UTF-8")
+	}
 	var f JSONFrame
 	if err := json.Unmarshal(b, &f); err != nil {
 		return 0, nil, Errorf(pb.ErrorCode_BAD_FRAME, "json frame: %v", err)

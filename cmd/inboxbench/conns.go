@@ -70,7 +70,7 @@ func runConns(ctx context.Context, o *opts) (any, error) {
 	pid := sys.gwPid()
 	measure := func() (rssB int64, heap float64) {
 		if sys.gw != nil {
-			forceGC(sys.gw.ops)
+			forceGC(sys.gw.debug)
 			heap, _ = metric(sys.gw.ops, "go_memstats_heap_inuse_bytes")
 		}
 		if pid != 0 {
@@ -80,7 +80,7 @@ func runConns(ctx context.Context, o *opts) (any, error) {
 	}
 	rss0, heap0 := measure()
 	results := make([]holdResult, nw)
-	profileWave(o.profile, sys, 4*time.Second)
+	defer profileWave(o.profile, sys, 4*time.Second)()
 	logf(o.sys.verbose, "conns: %d connections from %d workers", n, nw)
 	if err := p.each(func(i int, w *workerProc) error { return w.call("hold", hold(i), &results[i]) }); err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func runConns(ctx context.Context, o *opts) (any, error) {
 	time.Sleep(pick(o.quick, 500*time.Millisecond, 3*time.Second)) // let logins finish their background work
 	rss1, heap1 := measure()
 	if o.profile != "" && sys.gw != nil {
-		saveProfiles(o.profile, sys.gw.ops, "conns")
+		saveProfiles(o.profile, sys.gw.debug, "conns")
 	}
 	out.RSSBefore, out.RSSAfter = rss0, rss1
 	if sys.gw != nil {

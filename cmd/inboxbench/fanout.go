@@ -93,7 +93,7 @@ func runFanout(ctx context.Context, o *opts) (any, error) {
 		return nil, err
 	}
 	logf(o.sys.verbose, "fanout: send path, %d messages to groups of %d", per*o.senders, group)
-	profileWave(o.profile, sys, 5*time.Second)
+	defer profileWave(o.profile, sys, 5*time.Second)()
 	var sr sendResult
 	if err := p[0].call("send", sendArgs{target: sys.target(""), Senders: senders, Window: o.window, Text: text, Prefix: "m"}, &sr); err != nil {
 		return nil, err

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/natsauth"
 	"github.com/inboxd/inboxd/internal/store"
 )
@@ -123,12 +124,35 @@ func main() {
 
 func parseFlags(cmd string, args []string) *opts {
 	o := &opts{}
-	fs := flag.NewFlagSet("inboxbench "+cmd, flag.ExitOnError)
+	fs := newFlagSet(cmd, o, flag.ExitOnError)
+	_ = fs.Parse(args)
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "split" {
+			o.splitSet = true
+		}
+	})
+	if o.sys.pgAdmin == "" {
+		o.sys.pgAdmin = store.DefaultURL
+	}
+	if o.sys.natsPass == "" && o.sys.natsUser == "" {
+		o.sys.natsPass = natsauth.Password(natsauth.Admin)
+	}
+	if o.timeout == 0 {
+		o.timeout = pick(o.quick, 60*time.Second, 10*time.Minute)
+	}
+	return o
+}
+
+// newFlagSet registers cmd's flags into o. The defaults are static and
+// INBOXBENCH_PG is applied to the value after registering, so -h and a flag
+// error (config.Usage) print no value from the environment and no secret.
+func newFlagSet(cmd string, o *opts, onError flag.ErrorHandling) *flag.FlagSet {
+	fs := flag.NewFlagSet("inboxbench "+cmd, onError)
 	fs.BoolVar(&o.json, "json", false, "one JSON object per scenario instead of a table")
 	fs.BoolVar(&o.quick, "quick", false, "tiny sizes, seconds per scenario (keeps the tool working; figures mean nothing)")
 	fs.BoolVar(&o.sys.split, "split", false, "run NATS, gateway, fanout and syncer as separate processes (conns: default true)")
 	fs.StringVar(&o.sys.bin, "bin", "", "directory of prebuilt inboxd, gateway, fanout, syncer binaries (default: re-execute this binary)")
-	fs.StringVar(&o.sys.pgAdmin, "pg", envOr("INBOXBENCH_PG", "postgres://inboxd:inboxd@127.0.0.1:5432/postgres?sslmode=disable"),
+	fs.StringVar(&o.sys.pgAdmin, "pg", "postgres://inboxd:inboxd@127.0.0.1:5432/postgres?sslmode=disable",
 		"Postgres URL the scenario databases are created through (env INBOXBENCH_PG)")
 	fs.StringVar(&o.sys.url, "url", "", "use a running system: gateway URL (tcp://host:port); needs --nats")
 	fs.StringVar(&o.sys.natsURL, "nats", "", "with --url: NATS URL of the running system")
@@ -137,6 +161,7 @@ func parseFlags(cmd string, args []string) *opts {
 	fs.StringVar(&o.sys.secret, "secret", auth.DevSecret, "HS256 token secret of the gateway")
 	fs.IntVar(&o.sys.gwPid, "gateway-pid", 0, "with --url: pid of the gateway process (conns RSS)")
 	fs.StringVar(&o.sys.gwOps, "gateway-ops", "", "with --url: ops HTTP address of the gateway (conns heap)")
+	fs.StringVar(&o.sys.gwDebug, "gateway-debug", "", "with --url: debug HTTP address of the gateway, its --debug-http (a GC before the conns heap readings, --profile)")
 	fs.IntVar(&o.sys.partitions, "partitions", 16, "INBOX partitions of the system")
 	fs.BoolVar(&o.sys.verbose, "v", false, "progress on stderr")
 	fs.BoolVar(&o.sys.keep, "keep", false, "keep the temp dir with the server logs")
@@ -162,29 +187,11 @@ func parseFlags(cmd string, args []string) *opts {
 	fs.IntVar(&o.small, "small", 0, "scale: INBOX entries of the small installation (default 100,000)")
 	fs.IntVar(&o.large, "large", 0, "scale: INBOX entries of the large installation (default 2,000,000)")
 	fs.IntVar(&o.samples, "samples", 5, "scale: devices drained per installation (median reported)")
-	_ = fs.Parse(args)
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "split" {
-			o.splitSet = true
-		}
-	})
-	if o.sys.pgAdmin == "" {
-		o.sys.pgAdmin = store.DefaultURL
+	if v := os.Getenv("INBOXBENCH_PG"); v != "" {
+		o.sys.pgAdmin = v
 	}
-	if o.sys.natsPass == "" && o.sys.natsUser == "" {
-		o.sys.natsPass = natsauth.Password(natsauth.Admin)
-	}
-	if o.timeout == 0 {
-		o.timeout = pick(o.quick, 60*time.Second, 10*time.Minute)
-	}
-	return o
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
+	fs.Usage = config.Usage(fs, nil)
+	return fs
 }
 
 func pick[T any](quick bool, q, full T) T {

@@ -1,8 +1,9 @@
 package main
 
 // What the scenarios read from the server processes: RSS from /proc, Go
-// heap and other metrics from the ops server, CPU, heap and goroutine
-// profiles from its pprof endpoints.
+// heap and other metrics from the ops server (--http), CPU, heap and
+// goroutine profiles from the pprof endpoints of its debug server
+// (--debug-http).
 
 import (
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -53,23 +55,33 @@ func metric(ops, name string) (float64, error) {
 	return 0, fmt.Errorf("metric %s not found", name)
 }
 
-// saveProfiles writes the heap (in use) and goroutine profiles of a
-// server into dir (go tool pprof reads them).
-func saveProfiles(dir, ops, name string) {
-	saveURL("http://"+ops+"/debug/pprof/heap", filepath.Join(dir, name+"-heap.pb.gz"))
-	saveURL("http://"+ops+"/debug/pprof/goroutine", filepath.Join(dir, name+"-goroutine.pb.gz"))
+// saveProfiles writes the heap (in use) and goroutine profiles of the
+// server with debug HTTP at debug into dir (go tool pprof reads them).
+func saveProfiles(dir, debug, name string) {
+	if debug == "" {
+		logf(true, "profile %s: no debug address of the server (--gateway-debug)", name)
+		return
+	}
+	saveURL("http://"+debug+"/debug/pprof/heap", filepath.Join(dir, name+"-heap.pb.gz"))
+	saveURL("http://"+debug+"/debug/pprof/goroutine", filepath.Join(dir, name+"-goroutine.pb.gz"))
 }
 
 // profileWave starts CPU profiles of every server process over the next
-// d, saved into dir (no-op without dir).
-func profileWave(dir string, sys *system, d time.Duration) {
+// d, saved into dir (no-op without dir), and returns a func that waits for
+// them: a scenario defers it so that the system is not stopped under a
+// profile still being taken (quick runs end before d).
+func profileWave(dir string, sys *system, d time.Duration) (wait func()) {
+	var wg sync.WaitGroup
 	if dir == "" {
-		return
+		return wg.Wait
 	}
 	for _, pr := range sys.procs {
-		go saveURL(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pr.ops, int(d.Seconds())),
-			filepath.Join(dir, pr.name+"-cpu.pb.gz"))
+		wg.Go(func() {
+			saveURL(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pr.debug, int(d.Seconds())),
+				filepath.Join(dir, pr.name+"-cpu.pb.gz"))
+		})
 	}
+	return wg.Wait
 }
 
 // saveURL writes the body of a GET into path (profiles; failures are
@@ -91,11 +103,15 @@ func saveURL(url, path string) {
 	}
 }
 
-// forceGC makes the process behind ops collect garbage (the heap profile
-// endpoint with gc=1 runs a GC first), so heap figures before and after
-// compare live memory, not garbage.
-func forceGC(ops string) {
-	r, err := http.Get("http://" + ops + "/debug/pprof/heap?gc=1")
+// forceGC makes the process with debug HTTP at debug collect garbage (the
+// heap profile endpoint with gc=1 runs a GC first), so heap figures before
+// and after compare live memory, not garbage. Without a debug address the
+// figures include garbage.
+func forceGC(debug string) {
+	if debug == "" {
+		return
+	}
+	r, err := http.Get("http://" + debug + "/debug/pprof/heap?gc=1")
 	if err == nil {
 		_, _ = io.Copy(io.Discard, r.Body)
 		r.Body.Close()

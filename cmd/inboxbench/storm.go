@@ -64,7 +64,7 @@ func runStorm(ctx context.Context, o *opts) (any, error) {
 	}
 	defer stop()
 	logf(o.sys.verbose, "storm: %d devices × %d messages connect", users, backlog)
-	profileWave(o.profile, sys, 2*time.Second)
+	defer profileWave(o.profile, sys, 2*time.Second)()
 	agg, t0, err := st.run(o, sys)
 	if err != nil {
 		return nil, err

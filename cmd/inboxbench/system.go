@@ -18,8 +18,8 @@ package main
 // prebuilt cmd/ binaries from DIR instead (`go build -o DIR ./cmd/...`).
 //
 // --url (with --nats) points the tool at a running system instead; then
-// nothing is started, RSS/heap figures need --gateway-pid/--gateway-ops,
-// and scale (which needs fresh installations) is not available.
+// nothing is started, RSS/heap figures need --gateway-pid/--gateway-ops
+// (and --gateway-debug for the forced GC and profiles), and scale (which needs fresh installations) is not available.
 
 import (
 	"context"
@@ -87,6 +87,7 @@ type sysOpts struct {
 	secret     string
 	gwPid      int
 	gwOps      string
+	gwDebug    string
 	partitions int
 	verbose    bool
 	keep       bool     // keep the temp dir (server logs)
@@ -94,11 +95,12 @@ type sysOpts struct {
 }
 
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	ops  string // ops HTTP address
-	log  string
-	done chan struct{}
+	name  string
+	cmd   *exec.Cmd
+	ops   string // ops HTTP address: /readyz, /metrics
+	debug string // debug HTTP address: /debug/pprof ("" when unknown)
+	log   string
+	done  chan struct{}
 }
 
 type system struct {
@@ -115,7 +117,7 @@ type system struct {
 	adm      *admin.Client
 	external bool
 
-	readyAddr string // when set, spawn waits for this TCP port instead of /healthz
+	readyAddr string // when set, spawn waits for this TCP port instead of /readyz
 }
 
 var dbSeq atomic.Int64
@@ -141,8 +143,8 @@ func startSystem(ctx context.Context, o sysOpts) (_ *system, err error) {
 		if s.natsURL == "" {
 			return nil, errors.New("--url needs --nats (admin API, archive progress, baselines)")
 		}
-		if o.gwOps != "" {
-			s.gw = &proc{name: "gateway", ops: o.gwOps}
+		if o.gwOps != "" || o.gwDebug != "" {
+			s.gw = &proc{name: "gateway", ops: o.gwOps, debug: o.gwDebug}
 		}
 		return s, s.connectAdmin(ctx)
 	}
@@ -164,7 +166,7 @@ func startSystem(ctx context.Context, o sysOpts) (_ *system, err error) {
 		"--inbox-partitions", strconv.Itoa(o.partitions), "--send-partitions", "16"}
 	// The load uses few users sending fast: the per-user product limit
 	// (50/s) would measure the limiter, not the path.
-	gwFlags := append([]string{"--tcp", addrs["tcp"], "--ws", addrs["ws"], "--send-rate", "1000000", "--token-secret", o.secret}, o.extra...)
+	gwFlags := append([]string{"--tcp", addrs["tcp"], "--ws", addrs["ws"], "--send-rate", "1000000", "--send-entry-rate", "1000000000", "--token-secret", o.secret}, o.extra...)
 	if !o.split {
 		p, err := s.spawn(ctx, "inboxd", addrs["http"], append(append([]string{"--data", s.dir, "--nats-listen", addrs["nats"]}, common...), gwFlags...)...)
 		if err != nil {
@@ -173,8 +175,8 @@ func startSystem(ctx context.Context, o sysOpts) (_ *system, err error) {
 		s.gw = p
 	} else {
 		// Readiness of the NATS-only process is its client port: its
-		// /healthz check (ReadyForConnections(0)) never passes (see
-		// docs/benchmarks.md, known issues).
+		// /healthz check (ReadyForConnections(0)) did not pass in older
+		// builds (see docs/benchmarks.md, known issues).
 		s.readyAddr = addrs["nats"]
 		if _, err := s.spawn(ctx, "inboxd", addrs["http"], "--nats-only", "--data", s.dir, "--nats-listen", addrs["nats"],
 			"--inbox-partitions", strconv.Itoa(o.partitions), "--log-level", "warn"); err != nil {
@@ -247,9 +249,15 @@ func (s *system) dropDB() {
 	}
 }
 
-// spawn starts one server process and waits for its /healthz.
+// spawn starts one server process and waits for its /readyz. Its profiles
+// are served on a debug listener of its own (--debug-http); it stops at
+// once on SIGTERM (--drain-delay 0s: no load balancer routes to it).
 func (s *system) spawn(ctx context.Context, name, ops string, args ...string) (*proc, error) {
-	args = append(args, "--http", ops)
+	debug, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, "--http", ops, "--debug-http", debug, "--drain-delay", "0s")
 	var cmd *exec.Cmd
 	if s.o.bin != "" {
 		cmd = exec.Command(filepath.Join(s.o.bin, name), args...)
@@ -272,10 +280,10 @@ func (s *system) spawn(ctx context.Context, name, ops string, args ...string) (*
 		lf.Close()
 		return nil, err
 	}
-	p := &proc{name: name, cmd: cmd, ops: ops, log: logPath, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, ops: ops, debug: debug, log: logPath, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); lf.Close(); close(p.done) }()
 	s.procs = append(s.procs, p)
-	logf(s.o.verbose, "started %s pid %d (ops %s, log %s)", name, cmd.Process.Pid, ops, logPath)
+	logf(s.o.verbose, "started %s pid %d (ops %s, debug %s, log %s)", name, cmd.Process.Pid, ops, debug, logPath)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		select {
@@ -290,7 +298,7 @@ func (s *system) spawn(ctx context.Context, name, ops string, args ...string) (*
 				c.Close()
 				return p, nil
 			}
-		} else if r, err := http.Get("http://" + ops + "/healthz"); err == nil {
+		} else if r, err := http.Get("http://" + ops + "/readyz"); err == nil {
 			r.Body.Close()
 			if r.StatusCode == 200 {
 				return p, nil

@@ -2,18 +2,18 @@ package main
 
 import (
 	"flag"
-
-	"github.com/nats-io/nats.go"
-	"go.uber.org/zap"
-
 	"fmt"
-	"github.com/inboxd/inboxd/internal/natsauth"
-	"github.com/inboxd/inboxd/internal/natsconn"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
 	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/natsauth"
+	"github.com/inboxd/inboxd/internal/natsconn"
 )
 
 // conn holds the connection flags every command accepts.
@@ -25,23 +25,30 @@ type conn struct {
 	secret   string
 }
 
+// register adds the connection flags to fs. Their defaults are the static
+// ones, and the environment variables are applied to the values after
+// registering, so a flag still beats its variable while -h and a flag
+// error (fs.Usage: config.Usage, which hides secret defaults) print no
+// value from the environment.
 func (c *conn) register(fs *flag.FlagSet) {
-	c.nats = envOr("NATS_URL", "nats://127.0.0.1:4222")
-	c.url = envOr("INBOXD_URL", "ws://127.0.0.1:7070/ws")
-	c.secret = envOr("INBOXD_TOKEN_SECRET", auth.DevSecret)
-	fs.StringVar(&c.nats, "nats", c.nats, "NATS URL of the admin API (env NATS_URL)")
-	c.natsUser = envOr("NATS_USER", string(natsauth.Admin))
-	fs.StringVar(&c.natsUser, "nats-user", c.natsUser, "NATS user (env NATS_USER)")
-	fs.StringVar(&c.natsPass, "nats-password", os.Getenv("NATS_PASSWORD"), "NATS password (env NATS_PASSWORD; default $INBOXD_NATS_PASSWORD_ADMIN or the development password)")
-	fs.StringVar(&c.url, "url", c.url, "gateway URL: ws://host:port/ws or tcp://host:port (env INBOXD_URL)")
-	fs.StringVar(&c.secret, "secret", c.secret, "token signing secret (env INBOXD_TOKEN_SECRET)")
+	fs.StringVar(&c.nats, "nats", "nats://127.0.0.1:4222", "NATS URL of the admin API (env NATS_URL)")
+	fs.StringVar(&c.natsUser, "nats-user", string(natsauth.Admin), "NATS user (env NATS_USER)")
+	fs.StringVar(&c.natsPass, "nats-password", "", "NATS password (env NATS_PASSWORD; default $INBOXD_NATS_PASSWORD_ADMIN or the development password)")
+	fs.StringVar(&c.url, "url", "ws://127.0.0.1:7070/ws", "gateway URL: ws://host:port/ws or tcp://host:port (env INBOXD_URL)")
+	fs.StringVar(&c.secret, "secret", auth.DevSecret, "token signing secret (env INBOXD_TOKEN_SECRET; default the development secret)")
+	fromEnv(&c.nats, "NATS_URL")
+	fromEnv(&c.natsUser, "NATS_USER")
+	fromEnv(&c.natsPass, "NATS_PASSWORD")
+	fromEnv(&c.url, "INBOXD_URL")
+	fromEnv(&c.secret, "INBOXD_TOKEN_SECRET")
+	fs.Usage = config.Usage(fs, nil)
 }
 
-func envOr(name, def string) string {
+// fromEnv sets *dst to environment variable name if that is set.
+func fromEnv(dst *string, name string) {
 	if v := os.Getenv(name); v != "" {
-		return v
+		*dst = v
 	}
-	return def
 }
 
 // int64List is a flag of comma-separated integers.

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -12,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/admin"
+	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
 )
@@ -156,4 +161,83 @@ func TestSyncContract(t *testing.T) {
 	if statuses["2/d"] != "DELIVERED" {
 		t.Fatalf("trace %s: %v", msgID, tr)
 	}
+}
+
+// runIn runs the inboxctl command args in this process (its function, as
+// main calls it) with ctx and returns its JSON lines, its exit code and how
+// long it took.
+func runIn(t *testing.T, ctx context.Context, args ...string) ([]map[string]any, int, time.Duration) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w // emit prints there; the commands run one at a time in this package's tests
+	out := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- b
+	}()
+	start := time.Now()
+	code := run(ctx, args)
+	took := time.Since(start)
+	os.Stdout = stdout
+	w.Close()
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(<-out)), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%v: output line %q is not JSON", args, l)
+		}
+		lines = append(lines, m)
+	}
+	return lines, code, took
+}
+
+// A text over the limit is refused at once with the limit's words, as a new
+// user would try it: 20,000 characters (a frame the gateway reads, then
+// rejects) and 70,000 (a frame above the gateway's 64 KiB max_frame, which
+// closed the connection, so that the client reconnected and sent it again
+// until --timeout, 60 s, and printed "context deadline exceeded"). Nothing
+// is stored.
+func TestSendTooLongTextRefusedAtOnce(t *testing.T) {
+	n := testnode.AllInOne(t)
+	conv := strconv.FormatInt(createConv(t, n, 1, 2), 10)
+	for _, url := range []string{n.Gateway.WSURL(), "tcp://" + n.Gateway.TCPAddr()} {
+		for _, chars := range []int{20_000, 70_000} {
+			// Well below the command's own 60 s: the test fails, not hangs, on a retry loop.
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			out, code, took := runIn(t, ctx, "send", "--uid", "1", "--device", "d", "--conv", conv,
+				"--text", strings.Repeat("x", chars), "--client-msg-id", fmt.Sprintf("long-%d", chars),
+				"--url", url, "--secret", testenv.Secret)
+			cancel()
+			if code != 1 || len(out) != 1 || out[0]["code"] != "INVALID_ARGUMENT" ||
+				out[0]["error"] != "text exceeds 16384 bytes" || out[0]["status"] != "REJECTED" {
+				t.Fatalf("%s, %d characters: exit %d after %s, %v; want one line {code: INVALID_ARGUMENT, error: text exceeds 16384 bytes, status: REJECTED}",
+					url, chars, code, took.Round(time.Millisecond), out)
+			}
+			if took > 5*time.Second { // generous: "at once", not after retries
+				t.Fatalf("%s, %d characters: refused after %s", url, chars, took)
+			}
+		}
+	}
+	var stored int
+	if err := n.Store.Pool.QueryRow(context.Background(), `SELECT count(*) FROM msg_content`).Scan(&stored); err != nil || stored != 0 {
+		t.Fatalf("%d messages stored (%v)", stored, err)
+	}
+}
+
+func createConv(t *testing.T, n *node.Node, members ...int64) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := (&admin.Client{NC: testnode.Admin(t, n)}).CreateConv(ctx, admin.CreateConvRequest{Members: members})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.ConvID
 }

@@ -33,7 +33,7 @@ func sendCmd(ctx context.Context, args []string) int {
 	uid := fs.Int64("uid", 0, "sender uid")
 	device := fs.String("device", "inboxctl", "sender device id")
 	convID := fs.Int64("conv", 0, "conversation id")
-	text := fs.String("text", "", "message text (with --count > 1, \" #i\" is appended)")
+	text := fs.String("text", "", fmt.Sprintf("message text, at most %d bytes (with --count > 1, \" #i\" is appended)", wire.MaxTextLen))
 	count := fs.Int("count", 1, "messages to send, in order")
 	cmid := fs.String("client-msg-id", "", "client_msg_id (with --count > 1: ID-1 … ID-K); default random")
 	timeout := fs.Duration("timeout", 60*time.Second, "give up on a send after this long")

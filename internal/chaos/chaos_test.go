@@ -233,7 +233,7 @@ func (w *world) run() {
 			}
 			d.mu.Unlock()
 			body := ""
-			if resp, err := http.Get("http://" + w.h.httpGW + "/debug/sessions?uid=" + strconv.FormatInt(d.uid, 10)); err == nil {
+			if resp, err := http.Get("http://" + w.h.debugGW + "/debug/sessions?uid=" + strconv.FormatInt(d.uid, 10)); err == nil {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				body = string(b)
@@ -274,7 +274,7 @@ func (w *world) run() {
 			}
 			w.sentMu.Unlock()
 			t.Logf("  %d missing", missing)
-			if resp, err := http.Get("http://" + w.h.httpGW + "/debug/pprof/goroutine?debug=2"); err == nil {
+			if resp, err := http.Get("http://" + w.h.debugGW + "/debug/pprof/goroutine?debug=2"); err == nil {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				_ = os.WriteFile(filepath.Join(os.TempDir(), "inboxd-chaos-gateway-goroutines.txt"), b, 0o644)

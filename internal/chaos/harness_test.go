@@ -29,6 +29,7 @@ type harness struct {
 	fanout   *proc
 	syncer   *proc
 	httpGW   string
+	debugGW  string // the gateway's --debug-http: /debug/sessions, /debug/pprof
 }
 
 func startHarness(t *testing.T, pl plan) *harness {
@@ -40,12 +41,15 @@ func startHarness(t *testing.T, pl plan) *harness {
 	}
 	h := &harness{t: t, dir: dir, natsPort: testenv.FreePort(t), tcpPort: testenv.FreePort(t), dbURL: testenv.Database(t)}
 	natsURL := "nats://127.0.0.1:" + strconv.Itoa(h.natsPort)
-	common := []string{"--database-url", h.dbURL, "--inbox-partitions", "4", "--send-partitions", "4", "--log-level", "warn"}
+	// --drain-delay 0s: no load balancer watches these processes, and a
+	// SIGTERM'd one should go at once.
+	common := []string{"--database-url", h.dbURL, "--inbox-partitions", "4", "--send-partitions", "4", "--log-level", "warn", "--drain-delay", "0s"}
 	h.nats = newProc(t, dir, "nats", bin+"/inboxd", "--nats-only", "--data", filepath.Join(dir, "nats"),
-		"--nats-listen", "127.0.0.1:"+strconv.Itoa(h.natsPort), "--http", "127.0.0.1:0")
+		"--nats-listen", "127.0.0.1:"+strconv.Itoa(h.natsPort), "--http", "127.0.0.1:0", "--drain-delay", "0s")
 	h.httpGW = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	h.debugGW = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	h.gateway = newProc(t, dir, "gateway", bin+"/gateway", append([]string{"--nats", natsURL, "--tcp", "127.0.0.1:" + strconv.Itoa(h.tcpPort),
-		"--ws", "127.0.0.1:0", "--http", h.httpGW, "--heartbeat", "2s", "--token-secret", testenv.Secret,
+		"--ws", "127.0.0.1:0", "--http", h.httpGW, "--debug-http", h.debugGW, "--heartbeat", "2s", "--token-secret", testenv.Secret,
 		"--new-device-max", "1000000000", "--send-rate", "100000", "--pull-rate", "1000",
 		"--offline-threshold", strconv.Itoa(pl.offlineThreshold)}, common...)...)
 	h.fanout = newProc(t, dir, "fanout", bin+"/fanout", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0", "--node-id", "1"}, common...)...)

@@ -1,18 +1,19 @@
 // Package config is the one configuration of every inboxd binary: flags with
-// documented defaults, overridable by environment variables (named in each
-// flag's help), so a deployment can use either.
+// documented defaults, each also set by its environment variable
+// (INBOXD_<FLAG>) or a line of the --config file (Parse), so a deployment
+// can use any of them. A malformed value is an error, and a secret is never
+// printed.
 package config
 
 import (
 	"flag"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
@@ -25,6 +26,7 @@ type Config struct {
 	DatabaseURL  string
 	HTTPAddr     string
 	LogLevel     string
+	ConfigFile   string // --config: read by Parse, unused after
 
 	// Embedded NATS (inboxd all-in-one, inboxd --nats-only).
 	DataDir    string
@@ -55,6 +57,25 @@ type Config struct {
 	BatchSize int
 
 	Layout streams.Layout
+
+	// Gateway limits that a reconnect cannot reset (issue 13, item 3).
+	SendEntryRate     float64
+	MaxDevicesPerUser int
+	RequestRate       float64
+	PreauthConns      int
+	PreauthConnsPerIP int
+
+	// NATS login and TLS of the services (issue 13, least privilege in
+	// NATS): a credentials file instead of user/password, the CA that
+	// verifies the server, a client certificate.
+	NATSCreds         string
+	NATSCA            string
+	NATSCert, NATSKey string
+
+	// Ops endpoints (issue 13 item 5): the debug listener, off by default,
+	// and how long a stopping process stays up unready.
+	DebugHTTPAddr string
+	DrainDelay    time.Duration
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -72,6 +93,7 @@ func Defaults() Config {
 		NATSListen:  natsAddr,
 		TokenSecret: auth.DevSecret,
 		Layout:      streams.DefaultLayout,
+		DrainDelay:  ops.DefaultDrainDelay,
 
 		WSAddr:           gw.WSAddr,
 		TCPAddr:          gw.TCPAddr,
@@ -87,6 +109,12 @@ func Defaults() Config {
 		SendRate:         float64(gw.SendRate),
 
 		BatchSize: fo.BatchSize,
+
+		SendEntryRate:     float64(gw.SendEntryRate),
+		MaxDevicesPerUser: gw.MaxDevicesPerUser,
+		RequestRate:       float64(gw.RequestRate),
+		PreauthConns:      gw.PreauthConns,
+		PreauthConnsPerIP: gw.PreauthConnsPerIP,
 	}
 }
 
@@ -123,31 +151,29 @@ const (
 	RoleAllInOne = RoleGateway | RoleFanout | RoleSyncer | RoleEmbeddedNATS
 )
 
-// Register adds the flags of roles to fs, with c's values as defaults
-// (environment variables applied first, so flags win over the environment).
+// Register adds the flags of roles to fs, with c's values as defaults.
+// Parse then sets them from the command line, the environment (every flag
+// has its variable: EnvVars) and the --config file.
 func (c *Config) Register(fs *flag.FlagSet, roles Role) {
-	envStr(&c.NATSURL, "NATS_URL")
-	envStr(&c.NATSUser, "NATS_USER")
-	envStr(&c.NATSPassword, "NATS_PASSWORD")
-	envStr(&c.DatabaseURL, "DATABASE_URL")
-	envStr(&c.HTTPAddr, "INBOXD_HTTP")
-	envStr(&c.LogLevel, "INBOXD_LOG_LEVEL")
-	envStr(&c.TokenSecret, "INBOXD_TOKEN_SECRET")
-	envInt(&c.Layout.InboxPartitions, "INBOXD_INBOX_PARTITIONS")
-	envInt(&c.Layout.SendPartitions, "INBOXD_SEND_PARTITIONS")
-
-	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "Postgres URL (env DATABASE_URL)")
-	fs.StringVar(&c.HTTPAddr, "http", c.HTTPAddr, "ops HTTP address: /healthz, /metrics (env INBOXD_HTTP)")
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "file of \"flag value\" lines (# comments); the command line and the environment override it")
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "Postgres URL (env INBOXD_DATABASE_URL or DATABASE_URL)")
+	fs.StringVar(&c.HTTPAddr, "http", c.HTTPAddr, "ops HTTP address: /livez, /readyz, /healthz, /metrics (env INBOXD_HTTP)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env INBOXD_LOG_LEVEL)")
 	fs.IntVar(&c.Layout.InboxPartitions, "inbox-partitions", c.Layout.InboxPartitions, "INBOX_<p> partitions, fixed at install (env INBOXD_INBOX_PARTITIONS)")
 	fs.IntVar(&c.Layout.SendPartitions, "send-partitions", c.Layout.SendPartitions, "SEND partitions, fixed at install (env INBOXD_SEND_PARTITIONS)")
+	fs.StringVar(&c.DebugHTTPAddr, "debug-http", c.DebugHTTPAddr, "debug HTTP address, loopback only: /debug/pprof, /debug/sessions; unauthenticated (env INBOXD_DEBUG_HTTP; default off)")
+	fs.DurationVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "after SIGTERM/SIGINT, serve this long with /readyz 503 before closing connections; a second signal cuts it short (env INBOXD_DRAIN_DELAY)")
 	if roles&RoleEmbeddedNATS != 0 {
 		fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream file store under DIR/jetstream)")
 		fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "client address of the embedded NATS server (the nats CLI connects here)")
 	} else {
-		fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS server URL(s), comma separated (env NATS_URL)")
-		fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS user (env NATS_USER; default: the service's role)")
-		fs.StringVar(&c.NATSPassword, "nats-password", c.NATSPassword, "NATS password (env NATS_PASSWORD; default $INBOXD_NATS_PASSWORD_<ROLE> or the development password)")
+		fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS server URL(s), comma separated (env INBOXD_NATS or NATS_URL)")
+		fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS user (env INBOXD_NATS_USER or NATS_USER; default: the service's role)")
+		fs.StringVar(&c.NATSPassword, "nats-password", c.NATSPassword, "NATS password (env INBOXD_NATS_PASSWORD or NATS_PASSWORD; default $INBOXD_NATS_PASSWORD_<ROLE> or the development password)")
+		fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS credentials file (user JWT and nkey seed, decentralized auth); when set, no user or password is sent (env INBOXD_NATS_CREDS)")
+		fs.StringVar(&c.NATSCA, "nats-ca", c.NATSCA, "PEM CA certificates that verify the NATS server: TLS to NATS (env INBOXD_NATS_CA)")
+		fs.StringVar(&c.NATSCert, "nats-cert", c.NATSCert, "PEM client certificate for a NATS server that verifies clients (env INBOXD_NATS_CERT)")
+		fs.StringVar(&c.NATSKey, "nats-key", c.NATSKey, "PEM private key of --nats-cert (env INBOXD_NATS_KEY)")
 	}
 	if roles&RoleGateway != 0 {
 		fs.StringVar(&c.WSAddr, "ws", c.WSAddr, "WebSocket listen address (path /ws)")
@@ -167,9 +193,13 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.IntVar(&c.MaxConnsPerUser, "max-conns-per-user", c.MaxConnsPerUser, "connections one user may hold on a gateway")
 		fs.DurationVar(&c.DeviceSeenEvery, "device-seen-every", c.DeviceSeenEvery, "how often a connected device's last_seen_at is refreshed (inboxctl audit)")
 		fs.Float64Var(&c.SendRate, "send-rate", c.SendRate, "sends per second per user (burst twice that)")
+		fs.Float64Var(&c.SendEntryRate, "send-entry-rate", c.SendEntryRate, "inbox entries per second per user that sends may write: a send costs its conversation's member count; burst the larger of twice that and the largest group (20000)")
+		fs.IntVar(&c.MaxDevicesPerUser, "max-devices-per-user", c.MaxDevicesPerUser, "devices a user may have (those used within --device-reap); a new one beyond is refused at hello")
+		fs.Float64Var(&c.RequestRate, "request-rate", c.RequestRate, "summary_request, read, read_count, ack_range and refresh frames per second per user, burst twice that")
+		fs.IntVar(&c.PreauthConns, "preauth-conns", c.PreauthConns, "connections that have not finished hello, per gateway; more are closed at once")
+		fs.IntVar(&c.PreauthConnsPerIP, "preauth-conns-per-ip", c.PreauthConnsPerIP, "connections that have not finished hello, per remote IP (IPv6: per /64); more are closed at once")
 	}
 	if roles&RoleFanout != 0 {
-		envInt(&c.NodeID, "INBOXD_NODE_ID")
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
 		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
 	}
@@ -186,6 +216,9 @@ func (c *Config) Validate() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("config: --tls-cert and --tls-key go together")
 	}
+	if (c.NATSCert == "") != (c.NATSKey == "") {
+		return fmt.Errorf("config: --nats-cert and --nats-key go together")
+	}
 	if c.AckTimeout < 0 {
 		return fmt.Errorf("config: ack-timeout %s is negative (0 means 3 heartbeats)", c.AckTimeout)
 	}
@@ -193,18 +226,4 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)
 	}
 	return nil
-}
-
-func envStr(dst *string, name string) {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		*dst = v
-	}
-}
-
-func envInt(dst *int, name string) {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			*dst = n
-		}
-	}
 }

@@ -39,7 +39,7 @@ type readmeRow struct {
 	values    []string          // the backticked defaults, one per flag
 	words     string            // a default in words ("none", "development secret")
 	perBinary map[string]string // "(fanout 7073, syncer 7074)": the port of those binaries
-	env       []string          // the environment variables in brackets, one per flag
+	env       [][]string        // the environment variables in brackets: per flag (", "), its names (" or ")
 }
 
 var (
@@ -82,8 +82,12 @@ func readmeConfigTable(t *testing.T) []readmeRow {
 		}
 		def := cells[2]
 		if m := envRe.FindStringSubmatch(def); m != nil {
-			for _, e := range backticked.FindAllStringSubmatch(m[1], -1) {
-				r.env = append(r.env, e[1])
+			for _, group := range strings.Split(m[1], ", ") {
+				var names []string
+				for _, e := range backticked.FindAllStringSubmatch(group, -1) {
+					names = append(names, e[1])
+				}
+				r.env = append(r.env, names)
 			}
 			def = strings.Replace(def, m[0], "", 1)
 		}
@@ -109,16 +113,10 @@ func readmeConfigTable(t *testing.T) []readmeRow {
 // The defaults the README's configuration table documents are the real
 // ones (what the binaries' flags default to and their help shows), each
 // flag is registered by the binaries the row names, every flag of every
-// binary is in the table, and every environment variable named there sets
-// its flag.
+// binary is in the table, and every flag's environment variables are
+// named there and set it.
 func TestREADMEConfigTableMatchesFlags(t *testing.T) {
 	rows := readmeConfigTable(t)
-	// The environment must not change the defaults under test.
-	for _, r := range rows {
-		for _, e := range r.env {
-			t.Setenv(e, "")
-		}
-	}
 	flagSets := map[string]*flag.FlagSet{}
 	for _, b := range binaryNames {
 		flagSets[b] = flagsOf(b)
@@ -223,25 +221,39 @@ func checkScope(t *testing.T, r readmeRow, name string, flagSets map[string]*fla
 	}
 }
 
-// checkEnv checks that each environment variable of the row sets its flag's
-// default in every binary that has the flag.
+// checkEnv checks that the row names every environment variable of each of
+// its flags (EnvVars, in its order), and that each sets its flag through
+// Parse in every binary that has the flag.
 func checkEnv(t *testing.T, r readmeRow) {
 	t.Helper()
-	if len(r.env) == 0 {
-		return
-	}
 	if len(r.env) != len(r.flags) {
-		t.Errorf("README.md:%d: %d environment variables for %d flags", r.line, len(r.env), len(r.flags))
+		t.Errorf("README.md:%d: environment variables of %d flags in brackets for %d flags (one group per flag, names within it joined by \" or \")", r.line, len(r.env), len(r.flags))
 		return
 	}
-	for i, e := range r.env {
-		t.Run(e, func(t *testing.T) {
-			t.Setenv(e, "7") // a valid value of every kind of flag the environment sets
-			for _, b := range binaryNames {
-				if f := flagsOf(b).Lookup(r.flags[i]); f != nil && f.DefValue != "7" {
-					t.Errorf("README.md:%d: %s=7 leaves %s --%s at %q", r.line, e, b, r.flags[i], f.DefValue)
+	for i, names := range r.env {
+		name := r.flags[i]
+		if want := EnvVars(name); !slices.Equal(names, want) {
+			t.Errorf("README.md:%d: --%s: environment %q, want %q", r.line, name, names, want)
+			continue
+		}
+		for _, e := range names {
+			t.Run(e, func(t *testing.T) {
+				for _, b := range binaryNames {
+					if flagsOf(b).Lookup(name) == nil {
+						continue
+					}
+					v := sample(t, binaries[b], name)
+					t.Setenv(e, v)
+					fs := flagsOf(b)
+					if err := Parse(fs, nil); err != nil {
+						t.Errorf("README.md:%d: %s %s=%s: %v", r.line, b, e, v, err)
+						continue
+					}
+					if f := fs.Lookup(name); f.Value.String() == f.DefValue {
+						t.Errorf("README.md:%d: %s=%s leaves %s --%s at its default %q", r.line, e, v, b, name, f.DefValue)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

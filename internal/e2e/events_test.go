@@ -183,10 +183,10 @@ func TestReceiptsSurviveNATSOutage(t *testing.T) {
 	natsAddr := strings.TrimPrefix(natsNode.NATS.ClientURL(), "nats://")
 	cfg := testnode.Config(t, db)
 	cfg.NATSURL = "nats://" + natsAddr
-	testnode.StartNode(t, cfg, config.RoleFanout)
 	scfg := cfg
 	scfg.HTTPAddr = "127.0.0.1:0"
-	syncer := testnode.StartNode(t, scfg, config.RoleSyncer)
+	syncer := testnode.StartNode(t, scfg, config.RoleSyncer) // first: it creates the streams
+	testnode.StartNode(t, cfg, config.RoleFanout)
 	proxy := testenv.StartProxy(t, natsAddr)
 	gcfg := testnode.Config(t, db)
 	gcfg.NATSURL = "nats://" + proxy.Addr()

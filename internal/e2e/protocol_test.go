@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
 	"github.com/inboxd/inboxd/wire"
@@ -104,57 +109,6 @@ func (c *rawTCP) hello(uid int64) *pb.Welcome {
 	return w
 }
 
-func TestBadInputGetsClearErrors(t *testing.T) {
-	n := testnode.AllInOne(t)
-	addr := n.Gateway.TCPAddr()
-
-	t.Run("first frame not hello", func(t *testing.T) {
-		c := dialRaw(t, addr)
-		c.write(&pb.Ping{Nonce: 1})
-		c.expectError(pb.ErrorCode_UNAUTHENTICATED, true)
-	})
-	t.Run("forged token", func(t *testing.T) {
-		c := dialRaw(t, addr)
-		c.write(&pb.Hello{Token: "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"})
-		c.expectError(pb.ErrorCode_UNAUTHENTICATED, true)
-	})
-	t.Run("unknown device kind", func(t *testing.T) {
-		c := dialRaw(t, addr)
-		c.write(&pb.Hello{Token: testenv.Token(t, 1, "d"), DeviceKind: "toaster"})
-		c.expectError(pb.ErrorCode_INVALID_ARGUMENT, true)
-	})
-	t.Run("huge length prefix", func(t *testing.T) {
-		c := dialRaw(t, addr)
-		c.hello(1)
-		c.writeRaw([]byte{0xff, 0xff, 0xff, 0xff})
-		c.expectError(pb.ErrorCode_FRAME_TOO_LARGE, true)
-	})
-	t.Run("length below the header", func(t *testing.T) {
-		c := dialRaw(t, addr)
-		c.hello(1)
-		c.writeRaw([]byte{0, 0, 0, 1, 1})
-		c.expectError(pb.ErrorCode_BAD_FRAME, true)
-	})
-	t.Run("recoverable frames keep the session", func(t *testing.T) {
-		c := dialRaw(t, addr)
-		c.hello(1)
-		c.writeFrame([]byte{2, byte(wire.TypePing)}) // version 2
-		c.expectError(pb.ErrorCode_UNSUPPORTED_VERSION, false)
-		c.writeFrame([]byte{1, 99}) // unknown type
-		c.expectError(pb.ErrorCode_UNKNOWN_TYPE, false)
-		c.writeFrame([]byte{1, byte(wire.TypeSend), 0xff, 0xff}) // bad protobuf
-		c.expectError(pb.ErrorCode_BAD_FRAME, false)
-		c.writeFrame([]byte{1, byte(wire.TypeWelcome)}) // a server frame
-		c.expectError(pb.ErrorCode_UNKNOWN_TYPE, false)
-		c.write(&pb.Hello{Token: testenv.Token(t, 1, "raw")})
-		c.expectError(pb.ErrorCode_INVALID_ARGUMENT, false)
-		c.write(&pb.Ping{Nonce: 42})
-		if p, ok := c.read().(*pb.Pong); !ok || p.Nonce != 42 {
-			t.Fatalf("ping after errors: %v", p)
-		}
-	})
-}
-
 func TestSilentConnectionClosedAfterThreeHeartbeats(t *testing.T) {
 	cfg := testnode.Config(t, testenv.Database(t))
 	cfg.Heartbeat = time.Second
@@ -225,90 +179,316 @@ func TestJSONFormOverWebSocket(t *testing.T) {
 	}
 }
 
-// More bad input after hello: each gets its coded answer and changes
-// nothing; the session goes on.
-func TestBadRequestsAfterHello(t *testing.T) {
-	n := testnode.AllInOne(t)
-	conv := createConv(t, n, false, 1, 2)
-	c := dialRaw(t, n.Gateway.TCPAddr())
-	c.hello(1)
-	expect := func(code pb.ErrorCode) {
-		t.Helper()
-		for {
-			m := c.read()
-			switch m := m.(type) {
-			case *pb.Error:
-				if m.Code != code || m.Fatal {
-					t.Fatalf("got error %v, want %s (not fatal)", m, code)
-				}
-				return
-			case *pb.SendResult:
-				if m.Status != pb.SendStatus_REJECTED || m.Code != code {
-					t.Fatalf("got %v, want REJECTED %s", m, code)
-				}
-				return
-			case nil:
-				t.Fatal("connection closed")
-			}
-			// batches (live copies), pongs: skip
+// wireConn speaks the wire protocol by hand over either transport, to send
+// what no well-behaved client would: raw TCP ("tcp"), WebSocket binary
+// messages ("ws"), or WebSocket text messages in the JSON form ("json").
+type wireConn struct {
+	t    *testing.T
+	tr   string
+	nc   net.Conn
+	r    *bufio.Reader
+	wait time.Duration // for a frame from the server (default 10 s)
+}
+
+// transports are those every row of a table runs on unless it says.
+var transports = []string{"tcp", "ws"}
+
+func dialWire(t *testing.T, n *node.Node, tr string) *wireConn {
+	t.Helper()
+	c := &wireConn{t: t, tr: tr}
+	var err error
+	switch tr {
+	case "tcp":
+		c.nc, err = net.Dial("tcp", n.Gateway.TCPAddr())
+		if err == nil {
+			c.r = bufio.NewReader(c.nc)
 		}
-	}
-	c.write(&pb.Send{ClientMsgId: "k-1", ConvId: conv, Kind: 7, Text: "what kind?"})
-	expect(pb.ErrorCode_INVALID_ARGUMENT)
-	c.write(&pb.Ack{BatchIds: []uint64{999}})
-	expect(pb.ErrorCode_INVALID_ARGUMENT)
-	c.write(&pb.Ack{Seqs: []uint64{123456}})
-	expect(pb.ErrorCode_INVALID_ARGUMENT)
-	c.write(&pb.AckRange{UpToSeq: 1 << 60})
-	expect(pb.ErrorCode_INVALID_ARGUMENT)
-	c.write(&pb.Pull{RequestId: 1, ConvId: conv, AfterConvSeq: -5})
-	expect(pb.ErrorCode_INVALID_ARGUMENT)
-	c.write(&pb.Pull{RequestId: 2, ConvId: conv, Limit: 500})
-	expect(pb.ErrorCode_INVALID_ARGUMENT)
-	c.write(&pb.Read{RequestId: 3, ConvId: -1})
-	expect(pb.ErrorCode_INVALID_ARGUMENT)
-	c.write(&pb.Ping{Nonce: 7})
-	for {
-		if p, ok := c.read().(*pb.Pong); ok {
-			if p.Nonce != 7 {
-				t.Fatalf("pong %d", p.Nonce)
-			}
-			break
+	case "ws", "json":
+		var br *bufio.Reader
+		c.nc, br, _, err = ws.Dial(ctxT(t, 10*time.Second), n.Gateway.WSURL())
+		if c.r = br; err == nil && br == nil {
+			c.r = bufio.NewReader(c.nc)
 		}
+	default:
+		t.Fatalf("transport %q", tr)
 	}
-	if got := count(t, n, `SELECT count(*) FROM msg_content`); got != 0 {
-		t.Fatalf("%d messages stored by bad requests", got)
+	if err != nil {
+		t.Fatalf("dial %s: %v", tr, err)
+	}
+	t.Cleanup(func() { c.nc.Close() })
+	return c
+}
+
+// raw writes bytes as they are, below the framing.
+func (c *wireConn) raw(b []byte) {
+	c.t.Helper()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.nc.Write(b); err != nil {
+		c.t.Fatalf("write: %v", err)
 	}
 }
 
-// A WebSocket client frame that is not masked breaks the protocol: the
-// connection is told BAD_FRAME and closed.
-func TestUnmaskedWebSocketFrameRefused(t *testing.T) {
-	n := testnode.AllInOne(t)
-	nc, br, _, err := ws.Dial(context.Background(), n.Gateway.WSURL())
+// frame writes one frame in the connection's framing: a length prefix on
+// TCP, one masked binary (ws) or text (json) message on WebSocket.
+func (c *wireConn) frame(f []byte) {
+	c.t.Helper()
+	c.raw(c.framed(f))
+}
+
+func (c *wireConn) framed(f []byte) []byte {
+	switch c.tr {
+	case "tcp":
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(f))), f...)
+	case "ws":
+		return wsFrame(ws.OpBinary, true, true, f)
+	}
+	return wsFrame(ws.OpText, true, true, f)
+}
+
+// send writes m as a frame (its JSON form on a json connection).
+func (c *wireConn) send(m proto.Message) {
+	c.t.Helper()
+	c.raw(c.encode(m))
+}
+
+// encode is m as send writes it.
+func (c *wireConn) encode(m proto.Message) []byte {
+	c.t.Helper()
+	var f []byte
+	var err error
+	if c.tr == "json" {
+		f, err = wire.MarshalJSONFrame(m)
+	} else {
+		f, err = wire.AppendFrame(nil, m)
+	}
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	defer nc.Close()
-	f, _ := wire.AppendFrame(nil, &pb.Hello{Token: testenv.Token(t, 1, "d")})
-	// ws.WriteFrame with an unmasked frame, as a server would send it.
-	if err := ws.WriteFrame(nc, ws.NewBinaryFrame(f)); err != nil {
-		t.Fatal(err)
+	return c.framed(f)
+}
+
+// wsFrame is one WebSocket frame (RFC 6455 5.2): a client's is masked.
+func wsFrame(op ws.OpCode, fin, masked bool, payload []byte) []byte {
+	h := ws.Header{Fin: fin, OpCode: op, Masked: masked, Length: int64(len(payload))}
+	p := slices.Clone(payload)
+	if masked {
+		h.Mask = ws.NewMask()
+		ws.Cipher(p, h.Mask, 0)
 	}
-	var r io.Reader = nc
-	if br != nil {
-		r = br
+	var b bytes.Buffer
+	_ = ws.WriteHeader(&b, h)
+	b.Write(p)
+	return b.Bytes()
+}
+
+// next returns the server's next frame, or nil once the connection closed.
+// Nothing within the wait fails the test.
+func (c *wireConn) next() proto.Message {
+	c.t.Helper()
+	m, timedOut := c.nextOrTimeout()
+	if timedOut {
+		c.t.Fatalf("%s: no frame from the server within %s", c.tr, c.waitFor())
 	}
-	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	msg, _, err := wsutil.ReadServerData(struct {
-		io.Reader
-		io.Writer
-	}{r, nc})
+	return m
+}
+
+func (c *wireConn) waitFor() time.Duration {
+	if c.wait > 0 {
+		return c.wait
+	}
+	return 10 * time.Second
+}
+
+// nextOrTimeout is next that reports a wait that ran out instead of
+// failing the test.
+func (c *wireConn) nextOrTimeout() (proto.Message, bool) {
+	c.t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.waitFor()))
+	for {
+		var f []byte
+		var text bool
+		var err error
+		if c.tr == "tcp" {
+			f, err = wire.ReadTCPFrame(c.r, nil, 1<<20)
+		} else {
+			f, text, err = c.readWS()
+		}
+		if isTimeout(err) {
+			return nil, true
+		}
+		if err != nil {
+			return nil, false // closed (EOF, reset, a close frame): what follows a fatal error
+		}
+		if f == nil {
+			continue // a control frame
+		}
+		var m proto.Message
+		if text {
+			_, m, err = wire.UnmarshalJSONFrame(f)
+		} else {
+			_, m, err = wire.Decode(f)
+		}
+		if err != nil {
+			c.t.Fatalf("%s: the server sent a frame this client cannot read: %v", c.tr, err)
+		}
+		return m, false
+	}
+}
+
+// readWS reads one server message: nil for a control frame, an error for
+// a close frame.
+func (c *wireConn) readWS() ([]byte, bool, error) {
+	h, err := ws.ReadHeader(c.r)
 	if err != nil {
-		t.Fatal(err)
+		return nil, false, err
 	}
-	_, m, err := wire.Decode(msg)
-	if e, ok := m.(*pb.Error); err != nil || !ok || e.Code != pb.ErrorCode_BAD_FRAME || !e.Fatal {
-		t.Fatalf("got %v %v, want fatal BAD_FRAME", m, err)
+	p := make([]byte, h.Length)
+	if _, err := io.ReadFull(c.r, p); err != nil {
+		return nil, false, err
 	}
+	switch h.OpCode {
+	case ws.OpClose:
+		return nil, false, io.EOF
+	case ws.OpText:
+		return p, true, nil
+	case ws.OpBinary:
+		return p, false, nil
+	}
+	return nil, false, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// reply is the next frame other than a batch (an empty backfill end comes
+// after every welcome; a row's connection has no messages of its own).
+func (c *wireConn) reply() proto.Message {
+	c.t.Helper()
+	for {
+		if m := c.next(); m == nil {
+			return nil
+		} else if _, batch := m.(*pb.Batch); !batch {
+			return m
+		}
+	}
+}
+
+// replyOrTimeout is reply that reports a wait that ran out.
+func (c *wireConn) replyOrTimeout() (proto.Message, bool) {
+	c.t.Helper()
+	for {
+		m, timedOut := c.nextOrTimeout()
+		if _, batch := m.(*pb.Batch); !batch || timedOut {
+			return m, timedOut
+		}
+	}
+}
+
+// hello logs in as uid's device; it fails the test without a welcome.
+func (c *wireConn) hello(uid int64, device string) *pb.Welcome {
+	c.t.Helper()
+	c.send(&pb.Hello{Token: testenv.Token(c.t, uid, device), DeviceKind: "desktop"})
+	w, ok := c.reply().(*pb.Welcome)
+	if !ok {
+		c.t.Fatalf("%s: no welcome for %d/%s", c.tr, uid, device)
+	}
+	return w
+}
+
+// pong pings and returns an error unless the pong is the next answer: the
+// session goes on, and nothing else was answered before it.
+func (c *wireConn) pong(nonce uint64) error {
+	c.t.Helper()
+	c.send(&pb.Ping{Nonce: nonce})
+	switch m := c.reply().(type) {
+	case *pb.Pong:
+		if m.Nonce != nonce {
+			return fmt.Errorf("pong %d, want %d", m.Nonce, nonce)
+		}
+		return nil
+	case nil:
+		return errors.New("connection closed instead of a pong")
+	default:
+		return fmt.Errorf("got %T %v before the pong", m, m)
+	}
+}
+
+// outcome is a documented answer to input a client should not send.
+type outcome struct {
+	code      pb.ErrorCode
+	fatal     bool   // an error frame, then the server closes the connection
+	closed    bool   // closed with no answer (nothing to answer: the stream ended mid-frame)
+	rejected  bool   // a send_result REJECTED with code (a send's answer)
+	requestID uint64 // the error answers the request with this id
+	none      bool   // no answer at all, nothing changes
+}
+
+func fatalErr(code pb.ErrorCode) outcome { return outcome{code: code, fatal: true} }
+func errFrame(code pb.ErrorCode) outcome { return outcome{code: code} }
+func rejected(code pb.ErrorCode) outcome { return outcome{code: code, rejected: true} }
+func reqErr(code pb.ErrorCode, id uint64) outcome {
+	return outcome{code: code, requestID: id}
+}
+
+var (
+	closedQuietly = outcome{closed: true}
+	noAnswer      = outcome{none: true}
+)
+
+func (o outcome) String() string {
+	switch {
+	case o.closed:
+		return "the connection closed"
+	case o.none:
+		return "no answer"
+	case o.rejected:
+		return "send_result REJECTED " + o.code.String()
+	case o.fatal:
+		return "fatal error " + o.code.String() + ", then the connection closed"
+	case o.requestID != 0:
+		return fmt.Sprintf("error %s for request %d, session goes on", o.code, o.requestID)
+	}
+	return "error " + o.code.String() + ", session goes on"
+}
+
+// expect returns an error unless the connection's next answer is o; after
+// an answer that is not fatal the session must go on (a ping is answered).
+func (c *wireConn) expect(o outcome) error {
+	c.t.Helper()
+	if o.none {
+		return c.pong(7001)
+	}
+	m := c.reply()
+	if o.closed {
+		if m != nil {
+			return fmt.Errorf("got %T %v, want the connection closed", m, m)
+		}
+		return nil
+	}
+	switch m := m.(type) {
+	case *pb.Error:
+		if o.rejected || m.Code != o.code || m.Fatal != o.fatal || m.RequestId != o.requestID {
+			return fmt.Errorf("got error %v, want %s", m, o)
+		}
+		if m.Message == "" {
+			return fmt.Errorf("error %s says nothing", m.Code)
+		}
+	case *pb.SendResult:
+		if !o.rejected || m.Status != pb.SendStatus_REJECTED || m.Code != o.code {
+			return fmt.Errorf("got send_result %v, want %s", m, o)
+		}
+	case nil:
+		return fmt.Errorf("connection closed, want %s", o)
+	default:
+		return fmt.Errorf("got %T %v, want %s", m, m, o)
+	}
+	if o.fatal {
+		if m := c.next(); m != nil {
+			return fmt.Errorf("after the fatal error the connection is still open: got %T %v", m, m)
+		}
+		return nil
+	}
+	return c.pong(7002)
 }

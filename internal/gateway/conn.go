@@ -204,11 +204,32 @@ func (c *Conn) serve() {
 			c.fail(err, false)
 			continue
 		}
+		c.waitRoom()
 		if !c.handle(t, m) {
 			c.drainWriter()
 			return
 		}
 	}
+}
+
+// waitRoom holds the reader while the outbound queue is more than half
+// full. A client's own frames (pings, requests) are then read no faster
+// than their answers are written: a client that pipelines thousands of
+// pings while reading its pongs is slowed to the writer's pace instead of
+// being closed as slow, and live entries keep the other half of the queue.
+// A client that reads nothing is still closed: by the writer's deadline,
+// or as slow once live entries fill the queue. The wait polls: it only
+// happens under a flood, and an idle connection pays nothing for it.
+func (c *Conn) waitRoom() {
+	for c.outLen() > c.g.opts.OutQueue/2 && !c.isClosed() {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (c *Conn) outLen() int {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	return len(c.out)
 }
 
 // readFailed handles a failed read: before the login (loggedIn false) a
@@ -300,6 +321,9 @@ func (c *Conn) isClosed() bool {
 
 // handle dispatches one client frame. It reports whether the session goes on.
 func (c *Conn) handle(t wire.FrameType, m proto.Message) bool {
+	if c.overRequestRate(t, m) {
+		return true
+	}
 	switch m := m.(type) {
 	case *pb.Ping:
 		// Every few heartbeats, re-read the tail: a live announcement lost

@@ -35,6 +35,7 @@ type Gateway struct {
 	mirror   *cursorMirror
 	bodies   *bodyCache
 	events   *eventWriter
+	limits   *limits
 	// loginWarns rate-limits the log lines of refused logins.
 	loginWarns  *logLimiter
 	revocations *revocationSweep
@@ -69,6 +70,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		conns:        make(map[*Conn]struct{}),
 		loginWarns:   newLogLimiter(5),
 	}
+	g.limits = newLimits(&g.opts, st, g.metrics)
 	g.sends = newSendTracker(g)
 	g.router = newRouter(g)
 	g.revocations = newRevocationSweep(g)
@@ -113,6 +115,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		func() { g.parts.run(ctx, 250*time.Millisecond) },
 		func() { g.mirror.run(ctx, time.Second) },
 		func() { g.watchReconnects(ctx) },
+		func() { g.limits.run(ctx) },
 		func() { g.revocations.run(ctx, g.opts.RevocationSweep) },
 	} {
 		g.wg.Add(1)

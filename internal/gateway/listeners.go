@@ -67,6 +67,12 @@ func (g *Gateway) acceptLoop(ln net.Listener, serve func(net.Conn)) {
 			continue
 		}
 		delay = 0
+		// Before any goroutine or buffer: a connection over the caps on
+		// connections that have not finished hello is closed at once.
+		if !g.limits.preauth.admit(nc) {
+			nc.Close()
+			continue
+		}
 		go serve(nc)
 	}
 }
@@ -76,6 +82,7 @@ func (g *Gateway) acceptLoop(ln net.Listener, serve func(net.Conn)) {
 const readBufSize = 1024
 
 func (g *Gateway) serveTCP(nc net.Conn) {
+	defer g.limits.preauth.done(nc)
 	tr := &tcpTransport{r: bufio.NewReaderSize(nc, readBufSize), max: g.opts.MaxFrame}
 	c := newConn(g, nc, tr)
 	if g.track(c) {
@@ -88,6 +95,7 @@ func (g *Gateway) serveTCP(nc net.Conn) {
 // serveWS upgrades nc (gobwas/ws, zero-copy: no http.Request) on the
 // configured path, within the hello timeout.
 func (g *Gateway) serveWS(nc net.Conn) {
+	defer g.limits.preauth.done(nc)
 	_ = nc.SetDeadline(time.Now().Add(g.opts.HelloTimeout))
 	u := ws.Upgrader{
 		OnRequest: func(uri []byte) error {

@@ -22,6 +22,7 @@ import (
 
 // hello runs the login. It reports whether the session may go on.
 func (c *Conn) hello() bool {
+	defer c.g.limits.helloDone(c.nc)
 	h, ok := c.readHello()
 	if !ok {
 		return false
@@ -50,6 +51,9 @@ func (c *Conn) hello() bool {
 	// opens ends the login with TOKEN_EXPIRED; and a revocation that
 	// arrives meanwhile is checked against this token's iat.
 	c.setToken(id.IssuedAt, id.ExpiresAt)
+	if !c.admitDevice() {
+		return false
+	}
 	sess, pending, summary, ok := c.openSession(id)
 	if !ok {
 		return false

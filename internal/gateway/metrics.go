@@ -34,6 +34,13 @@ type metrics struct {
 	orphans            prometheus.Counter
 	ackTimeouts        prometheus.Counter
 	refreshes          prometheus.Counter // token refreshes accepted (tokenlife.go)
+
+	// Limits (limits.go).
+	rateLimited    *prometheus.CounterVec
+	userLimits     prometheus.Gauge
+	devicesRefused prometheus.Counter
+	preauthConns   prometheus.Gauge
+	preauthRefused *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -127,5 +134,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		badAcks: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_bad_acks_total", Help: "Acks naming batches or messages not awaiting confirmation.",
 		}),
+		rateLimited: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_rate_limited_total",
+			Help: "Frames refused RATE_LIMITED by a per-user bucket, by bucket: sends, send_entries, pulls, requests.",
+		}, []string{"limit"}),
+		userLimits: f.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_gateway_user_limits",
+			Help: "Users whose rate buckets this gateway holds (connected, or active within the last seconds: kept until full again).",
+		}),
+		devicesRefused: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_devices_refused_total", Help: "Hellos of a new device refused by --max-devices-per-user.",
+		}),
+		preauthConns: f.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_gateway_preauth_connections", Help: "Connections that have not finished hello.",
+		}),
+		preauthRefused: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_preauth_refused_total",
+			Help: "Connections closed at accept because too many had not finished hello, by cap: total (--preauth-conns) or per_ip (--preauth-conns-per-ip).",
+		}, []string{"cap"}),
 	}
 }

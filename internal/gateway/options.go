@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nuid"
 	"golang.org/x/time/rate"
 
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/wire"
 )
@@ -87,6 +88,42 @@ type Options struct {
 	// messages until it reconnects).
 	AckTimeout time.Duration
 
+	// Limits that a reconnect cannot reset (limits.go). Every per-user
+	// bucket lives on the gateway and outlives the user's sessions.
+
+	// SendEntryRate limits the inbox entries a user's sends may write per
+	// second (default 2000): a send costs its conversation's member count,
+	// so a sender in a big group is limited by what it writes, not by the
+	// number of its sends. 2000 keeps every conversation of up to 40
+	// members within reach of SendRate, and one user at about 1.5% of the
+	// inbox publish rate this machine measured (~130k entries/s).
+	SendEntryRate rate.Limit
+	// SendEntryBurst is the entry bucket's size (default the larger of
+	// 2 × SendEntryRate and store.MaxMembers, so that a send to the largest
+	// group passes from a full bucket: once per 10 s at the default rate).
+	// A send to a conversation with more members than the burst costs the
+	// whole burst.
+	SendEntryBurst int
+	// MaxDevicesPerUser bounds the devices a user may have (default 32).
+	// A device counts while its device_cursor row was seen within
+	// DeviceIdleReap (its consumer still exists); a new device id over the
+	// cap is refused at hello with LIMIT_EXCEEDED before its consumer or
+	// row is created. A device that counts always gets in.
+	MaxDevicesPerUser int
+	// RequestRate limits summary_request, read, read_count, ack_range and
+	// refresh frames per user (default 10/s, burst twice that); over it
+	// the frame is answered RATE_LIMITED and not acted on.
+	RequestRate rate.Limit
+	// PreauthConns and PreauthConnsPerIP bound the connections that have
+	// not finished hello, on this gateway and from one remote IP (defaults
+	// 4096 and 256); a connection over either is closed at once (counted).
+	// 4096 leaves most of a process's 20,000 files to logged-in
+	// connections while idle sockets are held; 256 per IP lets a NAT or
+	// a load generator log thousands in per second (a hello takes
+	// milliseconds) while one address cannot take the whole gateway cap.
+	PreauthConns      int
+	PreauthConnsPerIP int
+
 	// RevocationSweep is how often the gateway reads the revocations
 	// recorded since its last read, for announcements it missed (default
 	// 30s; also at once after a NATS reconnect).
@@ -122,6 +159,12 @@ func DefaultOptions() Options {
 		SendRate:          50,
 		DeviceSeenEvery:   30 * time.Second,
 		AckTimeout:        3 * 20 * time.Second, // 3 × Heartbeat; setDefaults derives it from the heartbeat in use
+		SendEntryRate:     2000,
+		SendEntryBurst:    store.MaxMembers, // max(2 × SendEntryRate, store.MaxMembers); setDefaults derives it from the rate in use
+		MaxDevicesPerUser: 32,
+		RequestRate:       10,
+		PreauthConns:      4096,
+		PreauthConnsPerIP: 256,
 		RevocationSweep:   30 * time.Second,
 	}
 }
@@ -163,6 +206,16 @@ func (o *Options) setDefaults() {
 	if o.AckTimeout <= 0 {
 		o.AckTimeout = 3 * o.Heartbeat
 	}
+	orDefault(&o.SendEntryRate, d.SendEntryRate)
+	// The entry burst follows the rate in use, and never drops below the
+	// largest group: a send to it must be able to pass.
+	if o.SendEntryBurst <= 0 {
+		o.SendEntryBurst = max(2*int(min(o.SendEntryRate, 1<<30)), store.MaxMembers)
+	}
+	orDefault(&o.MaxDevicesPerUser, d.MaxDevicesPerUser)
+	orDefault(&o.RequestRate, d.RequestRate)
+	orDefault(&o.PreauthConns, d.PreauthConns)
+	orDefault(&o.PreauthConnsPerIP, d.PreauthConnsPerIP)
 }
 
 // orDefault sets *v to d when *v is zero or below (for a string: empty).

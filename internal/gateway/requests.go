@@ -3,10 +3,10 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
-	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inboxd/inboxd/internal/store"
@@ -57,19 +57,46 @@ func requestError(id uint64, err error) *pb.Error {
 	return e
 }
 
-// limited answers RATE_LIMITED with the wait the limiter asks for.
-func limited(l *rate.Limiter) error {
-	if l == nil {
-		return nil
-	}
-	r := l.Reserve()
-	if d := r.Delay(); d > 0 {
-		r.Cancel()
-		e := wire.Errorf(pb.ErrorCode_RATE_LIMITED, "too many pulls; retry in %s", d.Round(time.Millisecond))
-		e.RetryAfterMs = uint32(d / time.Millisecond)
+// limitedPull answers RATE_LIMITED, with the wait, for a pull over the
+// user's pull rate.
+func (c *Conn) limitedPull() error {
+	l := c.g.limits.users.of(c.id.UID).pulls
+	if tok, wait := reserve(l, time.Now(), 1); tok == nil {
+		c.g.metrics.rateLimited.WithLabelValues("pulls").Inc()
+		e := wire.Errorf(pb.ErrorCode_RATE_LIMITED, "too many pulls (--pull-rate %g/s for this user); retry in %s", float64(l.Limit()), wait.Round(time.Millisecond))
+		e.RetryAfterMs = limitedFor(wait)
 		return e
 	}
 	return nil
+}
+
+// overRequestRate answers a summary_request, read, read_count, ack_range
+// or refresh over the user's request rate with RATE_LIMITED (the
+// request's id, the wait; not fatal) and reports true: the frame is then
+// not acted on. A refused ack_range moves no cursor, so its entries keep
+// coming (a repeat later, never a skip); a refused read leaves the read
+// position where it was. Other frames are not counted here (sends and
+// pulls have their own buckets).
+func (c *Conn) overRequestRate(t wire.FrameType, m proto.Message) bool {
+	switch t {
+	case wire.TypeSummaryRequest, wire.TypeRead, wire.TypeReadCount, wire.TypeAckRange, wire.TypeRefresh:
+	default:
+		return false
+	}
+	l := c.g.limits.users.of(c.id.UID).requests
+	tok, wait := reserve(l, time.Now(), 1)
+	if tok != nil {
+		return false
+	}
+	c.g.metrics.rateLimited.WithLabelValues("requests").Inc()
+	e := &pb.Error{Code: pb.ErrorCode_RATE_LIMITED, RetryAfterMs: limitedFor(wait),
+		Message: fmt.Sprintf("too many requests (summary_request, read, read_count, ack_range, refresh: --request-rate %g/s for this user); this %s was not acted on; retry in %s",
+			float64(l.Limit()), t, wait.Round(time.Millisecond))}
+	if r, ok := m.(interface{ GetRequestId() uint64 }); ok {
+		e.RequestId = r.GetRequestId()
+	}
+	c.enqueue(outItem{msg: e})
+	return true
 }
 
 func (c *Conn) handlePull(p *pb.Pull) {
@@ -77,7 +104,7 @@ func (c *Conn) handlePull(p *pb.Pull) {
 		if p.GetConvId() <= 0 || p.GetLimit() > store.MaxPull || p.GetAfterConvSeq() < 0 || p.GetBeforeConvSeq() < 0 {
 			return nil, wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "pull needs conv_id > 0, limit ≤ %d and non-negative positions", store.MaxPull)
 		}
-		if err := limited(c.g.router.pullLimiter(c.id.UID)); err != nil {
+		if err := c.limitedPull(); err != nil {
 			return nil, err
 		}
 		msgs, more, err := c.g.st.Pull(ctx, c.id.UID, p.GetConvId(), p.GetAfterConvSeq(), p.GetBeforeConvSeq(), int(p.GetLimit()))
@@ -128,8 +155,18 @@ func (c *Conn) handleRead(r *pb.Read) {
 
 func (c *Conn) handleReadCount(r *pb.ReadCount) {
 	c.request(r.GetRequestId(), func(ctx context.Context) (proto.Message, error) {
-		if _, err := c.g.st.Visible(ctx, c.id.UID, r.GetConvId()); err != nil {
+		if r.GetConvId() <= 0 || r.GetConvSeq() <= 0 {
+			return nil, wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "read_count needs conv_id > 0 and conv_seq > 0")
+		}
+		v, err := c.g.st.Visible(ctx, c.id.UID, r.GetConvId())
+		if err != nil {
 			return nil, err
+		}
+		if !seesSeq(v, r.GetConvSeq()) {
+			// A removed member learns nothing of what was sent after it
+			// left, a member nothing of what was sent before it joined
+			// (unless the conversation shares history).
+			return nil, wire.Errorf(pb.ErrorCode_NOT_MEMBER, "message %d of conversation %d was not sent to you", r.GetConvSeq(), r.GetConvId())
 		}
 		read, members, err := c.g.st.ReadCount(ctx, r.GetConvId(), r.GetConvSeq())
 		if err != nil {
@@ -137,6 +174,18 @@ func (c *Conn) handleReadCount(r *pb.ReadCount) {
 		}
 		return &pb.ReadCountResult{RequestId: r.GetRequestId(), ConvId: r.GetConvId(), ConvSeq: r.GetConvSeq(), Read: read, Members: members}, nil
 	})
+}
+
+// seesSeq reports whether a user of visibility v may ask about message seq:
+// one of its visible spans holds it, or it is a current member and seq is
+// not sent yet (answered 0 of 0 until it is).
+func seesSeq(v store.Visibility, seq int64) bool {
+	for _, sp := range v.Spans {
+		if sp.After < seq && seq <= sp.Until {
+			return true
+		}
+	}
+	return v.IsMember && seq > v.UpToSeq
 }
 
 func (c *Conn) handleSummaryRequest(r *pb.SummaryRequest) {

@@ -16,7 +16,8 @@ import (
 
 // router routes per-user NATS traffic (live entries, login kicks) to the
 // sessions of that user on this gateway: one subscription per connected
-// user, shared by the user's devices, and the user's backfill rate limiter.
+// user, shared by the user's devices. The user's rate buckets are not
+// here: they outlive its sessions (limits.go).
 //
 // The subscriptions are channel subscriptions feeding routeShards
 // goroutines (a user always to the same one, so its entries stay in
@@ -71,9 +72,6 @@ type userEntry struct {
 	live     *nats.Subscription
 	kick     *nats.Subscription
 	sessions []*session
-	limiter  *rate.Limiter // backfill messages
-	pulls    *rate.Limiter // conversation pulls
-	sends    *rate.Limiter
 }
 
 // errTooManyConns refuses a connection over MaxConnsPerUser.
@@ -89,11 +87,7 @@ func (r *router) register(s *session) (replaced []*session, err error) {
 	r.mu.Lock()
 	u := r.users[s.uid]
 	if u == nil {
-		u = &userEntry{
-			limiter: rate.NewLimiter(r.g.opts.UserBackfillRate, r.g.opts.UserBackfillBurst),
-			pulls:   rate.NewLimiter(r.g.opts.PullRate, max(1, int(r.g.opts.PullRate))),
-			sends:   rate.NewLimiter(r.g.opts.SendRate, max(1, int(2*r.g.opts.SendRate))),
-		}
+		u = &userEntry{}
 		// Two literal subjects rather than one wildcard: the server's
 		// cleanup after unsubscribing a wildcard scans every outstanding
 		// service response of the account, which made a wave of
@@ -184,31 +178,10 @@ func (r *router) unregister(s *session) {
 	}
 }
 
+// limiter is uid's backfill bucket (the session's budget asks for it at
+// each use; it lives in limits.go, past the user's sessions).
 func (r *router) limiter(uid int64) *rate.Limiter {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if u := r.users[uid]; u != nil {
-		return u.limiter
-	}
-	return nil
-}
-
-func (r *router) pullLimiter(uid int64) *rate.Limiter {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if u := r.users[uid]; u != nil {
-		return u.pulls
-	}
-	return nil
-}
-
-func (r *router) sendLimiter(uid int64) *rate.Limiter {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if u := r.users[uid]; u != nil {
-		return u.sends
-	}
-	return nil
+	return r.g.limits.users.of(uid).backfill
 }
 
 func (r *router) sessionsOf(uid int64) []*session {

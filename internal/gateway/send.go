@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,14 +74,13 @@ func (t *sendTracker) submit(c *Conn, s *pb.Send) {
 		c.enqueue(outItem{msg: rejected(cmid, bad.Code, bad.Message)})
 		return
 	}
-	if l := t.g.router.sendLimiter(c.id.UID); l != nil && !l.Allow() {
-		t.g.metrics.sendResults.WithLabelValues("RATE_LIMITED").Inc()
-		c.enqueue(outItem{msg: failed(cmid, pb.ErrorCode_RATE_LIMITED, "too many sends per second for this user; retry shortly")})
-		return
-	}
 	if int(c.inflight.Load()) >= t.g.opts.MaxInflightSends {
 		c.enqueue(outItem{msg: failed(cmid, pb.ErrorCode_RATE_LIMITED,
 			"too many sends awaiting a result on this connection; wait for results and retry")})
+		return
+	}
+	if res := t.admit(c.id.UID, s); res != nil {
+		c.enqueue(outItem{msg: res})
 		return
 	}
 	rec := &pb.SendRecord{
@@ -112,6 +112,46 @@ func (t *sendTracker) submit(c *Conn, s *pb.Send) {
 	if _, err := t.g.js.PublishMsgAsync(msg); err != nil {
 		t.resolve(key, failed(cmid, pb.ErrorCode_UNAVAILABLE, "send log unavailable: "+err.Error()))
 	}
+}
+
+// admit applies the user's send buckets: one send of the send rate, and
+// as many inbox entries as the conversation has members (capped at the
+// entry bucket's size, so that any send can pass from a full bucket). It
+// returns the FAILED answer of a refused send, nil for one that may go;
+// a refused send takes nothing from either bucket.
+func (t *sendTracker) admit(uid int64, s *pb.Send) *pb.SendResult {
+	cmid := s.GetClientMsgId()
+	u := t.g.limits.users.of(uid)
+	now := time.Now()
+	sendTok, wait := reserve(u.sends, now, 1)
+	if sendTok == nil {
+		return t.rateLimited("sends", failed(cmid, pb.ErrorCode_RATE_LIMITED,
+			fmt.Sprintf("too many sends per second for this user (--send-rate %g); retry in %s", float64(u.sends.Limit()), wait.Round(time.Millisecond))))
+	}
+	// On a cache miss this asks Postgres (once per conversation and
+	// memberCountTTL on this gateway).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	members, err := t.g.limits.sizes.members(ctx, s.GetConvId())
+	cancel()
+	if err != nil {
+		sendTok.CancelAt(now)
+		return failed(cmid, pb.ErrorCode_UNAVAILABLE, "cannot price the send now; retry")
+	}
+	cost := min(max(members, 1), u.entries.Burst())
+	if tok, wait := reserve(u.entries, now, cost); tok == nil {
+		sendTok.CancelAt(now)
+		return t.rateLimited("send_entries", failed(cmid, pb.ErrorCode_RATE_LIMITED,
+			fmt.Sprintf("this send writes %d inbox entries (one per member) and the user's sends may write %g a second (--send-entry-rate); retry in %s",
+				cost, float64(u.entries.Limit()), wait.Round(time.Millisecond))))
+	}
+	return nil
+}
+
+// rateLimited counts a send refused by the bucket limit and returns res.
+func (t *sendTracker) rateLimited(limit string, res *pb.SendResult) *pb.SendResult {
+	t.g.metrics.sendResults.WithLabelValues("RATE_LIMITED").Inc()
+	t.g.metrics.rateLimited.WithLabelValues(limit).Inc()
+	return res
 }
 
 func (t *sendTracker) wait(key sendKey, c *Conn) {

@@ -31,10 +31,12 @@ func (c *Conn) writeLoop() {
 			}
 		}
 		clear(w.items)
-		select {
-		case pg := <-c.backfill:
-			w.addPage(pg)
-		default:
+		if !w.closing { // a fatal error is the connection's last frame
+			select {
+			case pg := <-c.backfill:
+				w.addPage(pg)
+			default:
+			}
 		}
 		if len(w.buf) == 0 && len(w.raws) == 0 && !w.closing {
 			// Nothing to write: stop, unless something came in between.

@@ -156,3 +156,29 @@ func TestWriterJSONBatchCarriesEvents(t *testing.T) {
 		t.Fatalf("JSON batch %s\nwant %v", f, want)
 	}
 }
+
+// A fatal error is the last frame of its connection: a backfill page
+// waiting in the same round is not written after it.
+func TestWriterWritesNothingAfterAFatalError(t *testing.T) {
+	cc := &captureConn{}
+	c := benchConn(t, false)
+	c.nc, c.backfill = cc, make(chan *page, 1)
+	pg := getPage()
+	fillPage(pg, 3)
+	c.backfill <- pg
+	c.out = []outItem{{msg: &pb.Error{Code: pb.ErrorCode_BAD_FRAME, Message: "broken", Fatal: true}, close: true}}
+	c.writing.Store(true)
+	c.writeLoop()
+	r := bufio.NewReader(bytes.NewReader(cc.buf))
+	f, err := wire.ReadTCPFrame(r, nil, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := wire.Decode(f); err != nil || m.(*pb.Error).GetCode() != pb.ErrorCode_BAD_FRAME {
+		t.Fatalf("first frame %v %v, want the fatal error", m, err)
+	}
+	if f, err := wire.ReadTCPFrame(r, nil, 1<<20); err == nil {
+		_, m, _ := wire.Decode(f)
+		t.Fatalf("after the fatal error the writer wrote %T %v", m, m)
+	}
+}

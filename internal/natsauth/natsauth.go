@@ -34,33 +34,18 @@ const (
 // Roles lists every user of a split deployment.
 var Roles = []Role{Gateway, Fanout, Syncer, Admin}
 
-// JetStream API subjects every service needs to create or update the
-// streams from jetstream/ at start.
-var streamAPI = []string{"$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.CREATE.*", "$JS.API.STREAM.UPDATE.*"}
+// InboxPrefix is the reply-subject prefix of a role's connections
+// (nats.CustomInboxPrefix). Each role may subscribe only below its own, so
+// one service cannot read another's replies: JetStream API answers, pull
+// deliveries and publish acks all travel on reply subjects.
+func InboxPrefix(r Role) string { return "_INBOX." + string(r) }
 
-// consumerAPI returns the JetStream API and ack subjects for using
-// consumers of the given streams. NATS wildcards are whole tokens, so the
-// INBOX partitions are listed one by one.
-func consumerAPI(streams []string, verbs ...string) []string {
-	var out []string
-	for _, st := range streams {
-		for _, v := range verbs {
-			out = append(out, "$JS.API.CONSUMER."+v+"."+st+".>")
-		}
-		out = append(out, "$JS.ACK."+st+".>")
-	}
-	return out
-}
-
-// directGet returns the subjects for reading single messages of the given
-// streams (the gateway asks for the newest entry of one inbox).
-func directGet(streams []string) []string {
-	out := make([]string, len(streams))
-	for i, st := range streams {
-		out[i] = "$JS.API.DIRECT.GET." + st + ".>"
-	}
-	return out
-}
+// Stream and consumer names the permissions name literally (the streams
+// package holds their definitions; natsauth_test checks they agree).
+const (
+	sendStream = "SEND"
+	archiver   = "archiver" // the syncer's consumer on every INBOX partition
+)
 
 func inboxStreams(partitions int) []string {
 	out := make([]string, partitions)
@@ -70,27 +55,81 @@ func inboxStreams(partitions int) []string {
 	return out
 }
 
-type perms struct {
-	pub, sub  []string
-	responses bool // may reply to requests (services)
+// streamInfo lets a role look streams up: every service waits at start
+// until the streams exist (the syncer creates them) and reads their state.
+const streamInfo = "$JS.API.STREAM.INFO.*"
+
+// consumerCalls returns the JetStream API subjects of the given consumer
+// calls on stream st for consumers named name ("*": any). Consumer names
+// are one token, NATS wildcards are whole tokens: a grant is per stream
+// and either per consumer or for all of the stream's consumers.
+func consumerCalls(st, name string, verbs ...string) []string {
+	out := make([]string, len(verbs))
+	for i, v := range verbs {
+		out[i] = "$JS.API.CONSUMER." + v + "." + st + "." + name
+	}
+	return out
 }
 
+type perms struct {
+	pub, sub  []string
+	denyPub   []string // carved out of pub (a role's grants only; the all-in-one user has none)
+	responses bool     // may reply to requests (services)
+}
+
+// table lists, per role, the subjects its code uses (and nothing more):
+//
+//   - gateway: publishes sends (send.<p>.<conv>) and receipt entries
+//     (inbox.<p>.<uid>) with JetStream acks, the users' live and kick
+//     subjects; creates, reads, pulls, resets and acks the device consumers
+//     on INBOX_<p> (filtered to one user's subject, never the archiver);
+//     direct-gets a user's newest entry; receives send results on
+//     _INBOXD.gw.<gateway>.*, the users' subjects, and membership changes.
+//   - fanout: its consumers fanout_<p> on SEND (create, read, pull, reset,
+//     unpin, ack); publishes inbox entries, the live announcements and the
+//     send results.
+//   - syncer: the installation's steward: creates and updates the streams;
+//     the archiver consumer on each INBOX_<p>; reads device consumers (the
+//     admin API's cursors); serves the admin API (a micro service) and
+//     publishes its events and revocation kicks.
+//
+// Nothing but admin may delete or purge a stream or delete a consumer.
 func table(partitions int) map[Role]perms {
 	inbox := inboxStreams(partitions)
+	var gw, gwDeny, sy []string
+	for p, st := range inbox {
+		ps := strconv.Itoa(p)
+		gw = concat(gw,
+			// The filter subject is part of the create subject: a device
+			// consumer reads one user of the stream's own partition.
+			[]string{"$JS.API.CONSUMER.CREATE." + st + ".*.inbox." + ps + ".*"},
+			consumerCalls(st, "*", "INFO", "MSG.NEXT", "RESET"),
+			[]string{"$JS.ACK." + st + ".>", "$JS.API.DIRECT.GET." + st + ".inbox." + ps + ".*"})
+		gwDeny = concat(gwDeny,
+			[]string{"$JS.API.CONSUMER.CREATE." + st + "." + archiver + ".>", "$JS.ACK." + st + "." + archiver + ".>"},
+			consumerCalls(st, archiver, "INFO", "MSG.NEXT", "RESET"))
+		sy = concat(sy,
+			consumerCalls(st, archiver, "CREATE", "MSG.NEXT", "RESET"),
+			consumerCalls(st, "*", "INFO"),
+			[]string{"$JS.ACK." + st + "." + archiver + ".>"})
+	}
+	for _, st := range append([]string{sendStream}, inbox...) {
+		sy = concat(sy, []string{"$JS.API.STREAM.CREATE." + st, "$JS.API.STREAM.UPDATE." + st})
+	}
 	return map[Role]perms{
 		Gateway: {
-			pub: concat(streamAPI, consumerAPI(inbox, "CREATE", "DURABLE.CREATE", "INFO", "MSG.NEXT", "RESET"),
-				[]string{"send.*.*", "inbox.*.*", "inboxd.u.*.*.*"}, directGet(inbox)),
-			sub: []string{"_INBOX.>", "_INBOXD.gw.>", "inboxd.u.*.*.*"},
+			pub:     concat(gw, []string{streamInfo, "send.*.*", "inbox.*.*", "inboxd.u.*.*.*"}),
+			denyPub: gwDeny,
+			sub:     []string{"_INBOXD.gw.>", "inboxd.u.*.*.*", "inboxd.event.conv.changed"},
 		},
 		Fanout: {
-			pub: concat(streamAPI, consumerAPI([]string{"SEND"}, "CREATE", "DURABLE.CREATE", "INFO", "MSG.NEXT", "RESET", "UNPIN"),
+			pub: concat([]string{streamInfo, "$JS.API.CONSUMER.CREATE." + sendStream + ".>", "$JS.ACK." + sendStream + ".>"},
+				consumerCalls(sendStream, "*", "INFO", "MSG.NEXT", "RESET", "UNPIN"),
 				[]string{"inbox.*.*", "inboxd.u.*.*.live", "_INBOXD.gw.>"}),
-			sub: []string{"_INBOX.>"},
 		},
 		Syncer: {
-			pub:       concat(streamAPI, consumerAPI(inbox, "CREATE", "DURABLE.CREATE", "INFO", "MSG.NEXT", "RESET"), []string{"inboxd.event.>"}),
-			sub:       []string{"_INBOX.>", "inboxd.admin.>", "$SRV.>"},
+			pub:       concat(sy, []string{streamInfo, "inboxd.event.>", "inboxd.u.*.*.kick"}),
+			sub:       []string{"inboxd.admin.>", "$SRV.>"},
 			responses: true,
 		},
 		Admin: {pub: []string{">"}, sub: []string{">"}},
@@ -108,16 +147,23 @@ func concat(parts ...[]string) []string {
 
 func permsOf(r Role, partitions int) perms {
 	t := table(partitions)
+	var p perms
 	if r == AllInOne {
-		var p perms
+		// One process holds every service role: the union of their
+		// grants, without the carve-outs (the syncer's archiver is the
+		// gateway's deny).
 		for _, x := range []Role{Gateway, Fanout, Syncer} {
 			p.pub = concat(p.pub, t[x].pub)
 			p.sub = concat(p.sub, t[x].sub)
 			p.responses = p.responses || t[x].responses
 		}
-		return p
+	} else {
+		p = t[r]
 	}
-	return t[r]
+	if r != Admin {
+		p.sub = concat(p.sub, []string{InboxPrefix(r) + ".>"})
+	}
+	return p
 }
 
 // Permissions returns the server permissions of a role for an installation
@@ -125,11 +171,13 @@ func permsOf(r Role, partitions int) perms {
 func Permissions(r Role, partitions int) *server.Permissions {
 	p := permsOf(r, partitions)
 	sp := &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: p.pub},
+		Publish:   &server.SubjectPermission{Allow: p.pub, Deny: p.denyPub},
 		Subscribe: &server.SubjectPermission{Allow: p.sub},
 	}
 	if p.responses {
-		sp.Response = &server.ResponsePermission{MaxMsgs: 1}
+		// One reply per request within the default window, as a
+		// configuration file's allow_responses: { max: 1 } reads.
+		sp.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION}
 	}
 	return sp
 }
@@ -178,7 +226,11 @@ func Conf(partitions int) string {
 	for _, r := range Roles {
 		p := permsOf(r, partitions)
 		fmt.Fprintf(&b, "    {\n      user: %q\n      password: $INBOXD_NATS_PASSWORD_%s\n      permissions: {\n", string(r), strings.ToUpper(string(r)))
-		fmt.Fprintf(&b, "        publish: { allow: %s }\n", list(p.pub))
+		if len(p.denyPub) > 0 {
+			fmt.Fprintf(&b, "        publish: { allow: %s, deny: %s }\n", list(p.pub), list(p.denyPub))
+		} else {
+			fmt.Fprintf(&b, "        publish: { allow: %s }\n", list(p.pub))
+		}
 		fmt.Fprintf(&b, "        subscribe: { allow: %s }\n", list(p.sub))
 		if p.responses {
 			b.WriteString("        allow_responses: { max: 1 }\n")

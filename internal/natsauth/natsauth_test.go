@@ -2,7 +2,13 @@ package natsauth
 
 import (
 	"os"
+	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/inboxd/inboxd/internal/streams"
 )
 
 // deploy/nats/auth.conf is rendered from this package's table.
@@ -13,5 +19,51 @@ func TestDeployConfMatchesTable(t *testing.T) {
 	}
 	if string(b) != Conf(16) {
 		t.Fatal("deploy/nats/auth.conf differs from the permissions table: run `go run ./cmd/inboxctl nats-conf > deploy/nats/auth.conf`")
+	}
+}
+
+// deploy/nats/inboxd.conf is a configuration nats-server accepts (what
+// `nats-server -t -c` checks), and the users it defines have the
+// permissions the embedded server gives them.
+func TestDeployConfParses(t *testing.T) {
+	for _, r := range Roles {
+		t.Setenv("INBOXD_NATS_PASSWORD_"+strings.ToUpper(string(r)), "pw-"+string(r))
+	}
+	opts, err := server.ProcessConfigFile("../../deploy/nats/inboxd.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Users) != len(Roles) {
+		t.Fatalf("%d users in deploy/nats, want %d", len(opts.Users), len(Roles))
+	}
+	for _, u := range opts.Users {
+		r := Role(u.Username)
+		if u.Password != "pw-"+u.Username {
+			t.Errorf("%s: password not taken from $INBOXD_NATS_PASSWORD_%s", r, strings.ToUpper(u.Username))
+		}
+		if want := Permissions(r, 16); !reflect.DeepEqual(u.Permissions, want) {
+			t.Errorf("%s: permissions in deploy/nats differ from the table:\n got %+v\nwant %+v", r, u.Permissions, want)
+		}
+	}
+}
+
+// The permissions name the streams and the archiver as the streams
+// package defines them.
+func TestPermissionsNameTheDefinedStreams(t *testing.T) {
+	if sendStream != streams.SendStream {
+		t.Errorf("natsauth names SEND %q, streams %q", sendStream, streams.SendStream)
+	}
+	if c, err := streams.ArchiverConsumerConfig(); err != nil || c.Durable != archiver {
+		t.Errorf("natsauth names the archiver %q, jetstream/ %q (%v)", archiver, c.Durable, err)
+	}
+	for p, st := range inboxStreams(4) {
+		if st != streams.InboxStream(p) {
+			t.Errorf("natsauth names partition %d %q, streams %q", p, st, streams.InboxStream(p))
+		}
+	}
+	// A device consumer's create subject carries its one-user filter
+	// (the gateway's grant relies on it).
+	if c, err := streams.DeviceConsumerConfig(3, 42, "phone", 0, 0); err != nil || c.FilterSubject != "inbox.3.42" || len(c.FilterSubjects) != 0 {
+		t.Errorf("device consumer filter %q %v (%v), want the single subject inbox.3.42", c.FilterSubject, c.FilterSubjects, err)
 	}
 }

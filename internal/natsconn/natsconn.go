@@ -1,17 +1,20 @@
 // Package natsconn opens the NATS connections of inboxd services with the
 // reconnect behaviour they all need: reconnect forever, buffer while
-// disconnected, log state changes.
+// disconnected, log state changes (never a password or token of a URL).
 package natsconn
 
 import (
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 )
 
-// Connect connects to url as name (shown by `nats server report connections`).
+// Connect connects to url (one or more, comma separated) as name (shown by
+// `nats server report connections`).
 func Connect(url, name string, log *zap.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(name),
@@ -27,7 +30,7 @@ func Connect(url, name string, log *zap.Logger, extra ...nats.Option) (*nats.Con
 			log.Warn("nats disconnected", zap.String("conn", name), zap.Error(err))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", zap.String("conn", name), zap.String("url", nc.ConnectedUrl()))
+			log.Info("nats reconnected", zap.String("conn", name), zap.String("url", Redact(nc.ConnectedUrl())))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
@@ -39,7 +42,35 @@ func Connect(url, name string, log *zap.Logger, extra ...nats.Option) (*nats.Con
 	}
 	nc, err := nats.Connect(url, append(opts, extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("nats connect %s: %w", url, err)
+		return nil, fmt.Errorf("nats connect %s: %w", Redact(url), err)
 	}
 	return nc, nil
+}
+
+// Redact returns NATS server URLs (comma separated, as nats.Connect takes
+// them) fit for a log line: a password is replaced by xxxxx, and so is a
+// user without a password, which NATS takes for a token
+// (nats://TOKEN@host). nats.Conn.ConnectedUrlRedacted hides only the
+// password form.
+func Redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, raw := range parts {
+		s := strings.TrimSpace(raw)
+		if !strings.Contains(s, "@") {
+			continue
+		}
+		u, err := url.Parse(s)
+		if err != nil || u.User == nil {
+			// Unparseable: keep only what follows the last '@' (the host).
+			parts[i] = "xxxxx@" + s[strings.LastIndex(s, "@")+1:]
+			continue
+		}
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx")
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
 }

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -18,20 +20,49 @@ import (
 
 // natsLogin is where and as whom this process's NATS connections log in.
 type natsLogin struct {
-	url, user, password string
+	url            string
+	role           natsauth.Role // the reply prefix of its connections
+	user, password string
+	creds          string // credentials file (JWT and seed): instead of user/password
+	ca             string // CA certificates that verify the server (TLS)
+	cert, key      string // client certificate (TLS with client verification)
 }
 
 // connect opens one connection, named for `nats server report connections`.
 func (l natsLogin) connect(name string, log *zap.Logger) (*nats.Conn, error) {
-	return natsconn.Connect(l.url, name, log, nats.UserInfo(l.user, l.password))
+	return natsconn.Connect(l.url, name, log, l.options()...)
+}
+
+// options are the login's nats.Options: its reply prefix (the only one its
+// user may subscribe to), its credentials and its TLS settings.
+func (l natsLogin) options() []nats.Option {
+	opts := []nats.Option{nats.CustomInboxPrefix(natsauth.InboxPrefix(l.role))}
+	if l.creds != "" {
+		opts = append(opts, nats.UserCredentials(l.creds))
+	} else {
+		opts = append(opts, nats.UserInfo(l.user, l.password))
+	}
+	if l.ca != "" {
+		opts = append(opts, nats.RootCAs(l.ca))
+	}
+	if l.cert != "" {
+		opts = append(opts, nats.ClientCert(l.cert, l.key))
+	}
+	return opts
 }
 
 // serviceLogin is the login to an external NATS server: the configured
-// user and password, by default the service's role and its password.
+// credentials file, or user and password, by default the service's role
+// and its password.
 func serviceLogin(cfg config.Config, roles config.Role) natsLogin {
-	l := natsLogin{url: cfg.NATSURL, user: cfg.NATSUser, password: cfg.NATSPassword}
+	l := natsLogin{url: cfg.NATSURL, role: serviceRole(roles), user: cfg.NATSUser, password: cfg.NATSPassword,
+		creds: cfg.NATSCreds, ca: cfg.NATSCA, cert: cfg.NATSCert, key: cfg.NATSKey}
+	if l.creds != "" {
+		l.user, l.password = "", ""
+		return l
+	}
 	if l.user == "" {
-		l.user = string(serviceRole(roles))
+		l.user = string(l.role)
 	}
 	if l.password == "" {
 		l.password = natsauth.Password(natsauth.Role(l.user))
@@ -49,7 +80,7 @@ func (n *Node) startNATS(cfg config.Config, roles config.Role) (natsLogin, error
 	// Least-privilege users: the all-in-one process's own user (a fresh
 	// password each start), or one per service for a split deployment
 	// on one box (--nats-only); always an admin for operators.
-	var login natsLogin
+	login := natsLogin{role: natsauth.AllInOne}
 	pw := map[natsauth.Role]string{natsauth.Admin: natsauth.Password(natsauth.Admin)}
 	if roles&^config.RoleEmbeddedNATS == 0 {
 		for _, r := range []natsauth.Role{natsauth.Gateway, natsauth.Fanout, natsauth.Syncer} {
@@ -73,15 +104,21 @@ func (n *Node) startNATS(cfg config.Config, roles config.Role) (natsLogin, error
 }
 
 // connectNATS opens the process's main NATS connection and makes sure the
-// streams exist.
+// streams exist: a process with the syncer role (the installation's
+// steward) creates or updates them; a gateway or fanout alone, whose users
+// may not, waits until they are there.
 func (n *Node) connectNATS(ctx context.Context, login natsLogin, roles config.Role, layout streams.Layout) (jetstream.JetStream, error) {
 	var err error
 	if n.NC, err = login.connect("inboxd-"+roleNames(roles), n.log); err != nil {
 		return nil, err
 	}
+	n.log.Info("nats connected", zap.String("url", natsconn.Redact(n.NC.ConnectedUrl())), zap.String("user", login.user))
 	js, err := jetstream.New(n.NC)
 	if err != nil {
 		return nil, err
+	}
+	if roles&config.RoleSyncer == 0 {
+		return js, waitStreams(ctx, js, layout, n.log)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -89,6 +126,28 @@ func (n *Node) connectNATS(ctx context.Context, login natsLogin, roles config.Ro
 		return nil, err
 	}
 	return js, nil
+}
+
+// waitStreams waits until every stream of layout exists, logging now and
+// then, until ctx ends.
+func waitStreams(ctx context.Context, js jetstream.JetStream, layout streams.Layout, log *zap.Logger) error {
+	delay, logged := 250*time.Millisecond, time.Time{}
+	for {
+		err := streams.CheckStreams(ctx, js, layout)
+		if err == nil || !errors.Is(err, streams.ErrStreamsMissing) {
+			return err
+		}
+		if time.Since(logged) > 10*time.Second {
+			log.Warn("waiting for the streams: a syncer creates them", zap.Error(err))
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
 }
 
 // serviceRole is the NATS user a process with these roles connects as.

@@ -32,17 +32,25 @@ type Node struct {
 	Gateway *gateway.Gateway
 	Fanout  *fanout.Fanout
 	Ops     *ops.Server
+	Debug   *ops.Debug // with --debug-http
 
 	admin  *admin.Service
 	cancel context.CancelFunc // ends the roles' loops
 	wg     sync.WaitGroup     // the roles' loops
 }
 
-// Start brings the roles up and returns once they serve. Postgres and NATS
-// that are not up yet are waited for (logged), until ctx ends. What Start
-// has brought up when it fails is closed again.
+// Start brings the roles up and returns once they serve: /readyz turns
+// ready only then, after every role's listeners accept and the admin
+// service answers. Postgres and NATS that are not up yet are waited for
+// (logged), until ctx ends. What Start has brought up when it fails is
+// closed again.
 func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.Logger) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// Before anything listens: an unauthenticated debug listener open to
+	// the network is refused, not bound and closed again.
+	if err := checkDebugAddr(cfg.DebugHTTPAddr); err != nil {
 		return nil, err
 	}
 	n := &Node{log: log}
@@ -51,8 +59,9 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 			n.Close()
 		}
 	}()
-	// Ops HTTP first: /healthz answers (not ready) while the rest waits.
-	reg, err := n.startOps(cfg.HTTPAddr)
+	// Ops HTTP first: /livez answers, /readyz says what is not ready yet
+	// while the rest waits.
+	reg, err := n.startOps(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +74,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 	}
 	if roles&^config.RoleEmbeddedNATS == 0 {
 		n.Ops.AddCheck(natsServerReady(n.NATS))
+		n.Ops.SetStarted()
 		return n, nil // NATS only (inboxd --nats-only)
 	}
 
@@ -94,16 +104,25 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		if err := n.startGateway(run, cfg, login, reg); err != nil {
 			return nil, err
 		}
-		n.Ops.Handle("/debug/sessions", sessionsPage(n.Gateway))
+		if n.Debug != nil {
+			n.Debug.Handle("/debug/sessions", sessionsPage(n.Gateway))
+		}
 	}
+	// Every role is up and its listeners accept (Gateway.Start returns
+	// after them): load balancers may route here now.
+	n.Ops.SetStarted()
 	log.Info("inboxd node ready", zap.String("roles", roleNames(roles)), zap.String("http", n.Ops.Addr()))
 	return n, nil
 }
 
-// Close stops the roles in reverse order of dependency: no new client work
+// Close stops the roles in reverse order of dependency: unready first
+// (/readyz 503, if Run's drain has not done it already), no new client work
 // (gateway, admin API), then the loops, then the connections they used,
-// Postgres, the embedded NATS server, and the ops HTTP last.
+// Postgres, the embedded NATS server, and the ops and debug HTTP last.
 func (n *Node) Close() {
+	if n.Ops != nil {
+		n.Ops.SetDraining()
+	}
 	if n.Gateway != nil {
 		n.Gateway.Shutdown()
 	}
@@ -133,6 +152,9 @@ func (n *Node) Close() {
 	if n.NATS != nil {
 		n.NATS.Shutdown()
 		n.NATS.WaitForShutdown()
+	}
+	if n.Debug != nil {
+		_ = n.Debug.Close()
 	}
 	if n.Ops != nil {
 		_ = n.Ops.Close()

@@ -35,10 +35,14 @@ func TestSplitDeploymentDelivers(t *testing.T) {
 	natsNode := startNode(t, base, config.RoleEmbeddedNATS, log)
 	url := natsNode.NATS.ClientURL()
 	nodes := map[string]*node.Node{"nats": natsNode}
-	for name, role := range map[string]config.Role{"syncer": config.RoleSyncer, "fanout": config.RoleFanout, "gateway": config.RoleGateway} {
+	// The syncer first: it creates the streams the others wait for.
+	for _, r := range []struct {
+		name string
+		role config.Role
+	}{{"syncer", config.RoleSyncer}, {"fanout", config.RoleFanout}, {"gateway", config.RoleGateway}} {
 		cfg := base
 		cfg.NATSURL = url // user and password: the service's defaults
-		nodes[name] = startNode(t, cfg, role, log.Named(name))
+		nodes[r.name] = startNode(t, cfg, r.role, log.Named(r.name))
 	}
 	for name, n := range nodes {
 		if code, body := healthz(t, n); code != http.StatusOK {
@@ -100,11 +104,13 @@ func TestSplitDeploymentDelivers(t *testing.T) {
 
 // A start that fails after some roles are up (here the gateway, which has no
 // key to verify tokens with, after the syncer and the fanout) returns the
-// error and closes what it started: the ops and NATS ports are free again.
+// error and closes what it started: the ops, debug and NATS ports are free
+// again.
 func TestFailedStartClosesWhatItStarted(t *testing.T) {
 	cfg := testnode.Config(t, testenv.Database(t))
 	cfg.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	cfg.NATSListen = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	cfg.DebugHTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	cfg.TokenSecret = ""
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -116,7 +122,7 @@ func TestFailedStartClosesWhatItStarted(t *testing.T) {
 	if !strings.Contains(err.Error(), "no way to verify tokens") {
 		t.Fatalf("start failed with %v, want the missing token keys", err)
 	}
-	for _, addr := range []string{cfg.HTTPAddr, cfg.NATSListen} {
+	for _, addr := range []string{cfg.HTTPAddr, cfg.DebugHTTPAddr, cfg.NATSListen} {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			t.Errorf("%s still taken after the failed start: %v", addr, err)

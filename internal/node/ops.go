@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,21 +14,41 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/streams"
 )
 
-// startOps serves the ops HTTP (/healthz, /metrics, /debug/pprof) on addr
-// and returns the registry the roles' metrics go to.
-func (n *Node) startOps(addr string) (*prometheus.Registry, error) {
+// startOps serves the ops HTTP (/livez, /readyz, /healthz, /metrics) on
+// cfg.HTTPAddr and, with --debug-http, the debug HTTP (/debug/pprof), and
+// returns the registry the roles' metrics go to. /readyz answers 503 until
+// Start has brought every role up.
+func (n *Node) startOps(cfg config.Config) (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var err error
-	if n.Ops, err = ops.Listen(addr, reg); err != nil {
+	if n.Ops, err = ops.Listen(cfg.HTTPAddr, reg); err != nil {
 		return nil, err
 	}
+	if cfg.DebugHTTPAddr != "" {
+		if n.Debug, err = ops.ListenDebug(cfg.DebugHTTPAddr); err != nil {
+			return nil, fmt.Errorf("--debug-http: %w", err)
+		}
+	}
 	return reg, nil
+}
+
+// checkDebugAddr refuses a --debug-http other hosts could reach; Start
+// calls it before it listens on anything.
+func checkDebugAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if err := ops.CheckDebugAddr(addr); err != nil {
+		return fmt.Errorf("config: --debug-http %s: %w", addr, err)
+	}
+	return nil
 }
 
 // natsServerReady is the readiness of a process that is only the embedded
@@ -41,7 +62,7 @@ func natsServerReady(s *server.Server) ops.Check {
 	}}
 }
 
-// addReadyChecks makes /healthz report the main NATS connection, Postgres
+// addReadyChecks makes /readyz report the main NATS connection, Postgres
 // and the streams.
 func (n *Node) addReadyChecks(js jetstream.JetStream) {
 	n.Ops.AddCheck(ops.Check{Name: "nats", Fn: func(context.Context) error {
@@ -57,8 +78,8 @@ func (n *Node) addReadyChecks(js jetstream.JetStream) {
 	}})
 }
 
-// sessionsPage serves /debug/sessions?uid=N: the gateway's sessions of a
-// user as JSON.
+// sessionsPage serves /debug/sessions?uid=N on the debug listener: the
+// gateway's sessions of a user (every user's without uid) as JSON.
 func sessionsPage(gw *gateway.Gateway) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		uid, _ := strconv.ParseInt(r.URL.Query().Get("uid"), 10, 64)

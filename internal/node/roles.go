@@ -81,6 +81,8 @@ func (n *Node) startGateway(run context.Context, cfg config.Config, login natsLo
 		OfflineThreshold: cfg.OfflineThreshold, PullRate: rate.Limit(cfg.PullRate),
 		MaxConnsPerUser: cfg.MaxConnsPerUser, SendRate: rate.Limit(cfg.SendRate), TLS: tlsConf,
 		DeviceSeenEvery: cfg.DeviceSeenEvery, Backfill: n.bulkNC,
+		SendEntryRate: rate.Limit(cfg.SendEntryRate), MaxDevicesPerUser: cfg.MaxDevicesPerUser, RequestRate: rate.Limit(cfg.RequestRate),
+		PreauthConns: cfg.PreauthConns, PreauthConnsPerIP: cfg.PreauthConnsPerIP,
 	}, n.log.Named("gateway"), n.NC, n.Store, verifier, reg)
 	if err != nil {
 		return err

@@ -1,5 +1,10 @@
-// Package ops serves a service's operational HTTP endpoints: /healthz
-// (200 once every readiness check passes) and /metrics (Prometheus).
+// Package ops serves a service's operational HTTP endpoints. The ops
+// listener (--http) has /metrics (Prometheus) and the health endpoints:
+// /livez (the process serves HTTP), /readyz (every role is up, every
+// readiness check passes, the process is not shutting down) and /healthz
+// (an alias of /readyz for existing tooling). The debug listener
+// (--debug-http, see debug.go) has the profiles and the session pages,
+// which carry no authentication and so stay off the ops port.
 package ops
 
 import (
@@ -8,7 +13,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -17,44 +21,53 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// DefaultDrainDelay is how long a process that got SIGTERM or SIGINT stays
+// up unready before it closes its connections: long enough for a load
+// balancer or a Kubernetes endpoints update to see /readyz fail and stop
+// routing new connections here, short enough that a rolling restart stays
+// quick. Set --drain-delay to the prober's interval times its failure
+// threshold in production.
+const DefaultDrainDelay = 5 * time.Second
+
 // Check reports whether one dependency is ready.
 type Check struct {
 	Name string
 	Fn   func(ctx context.Context) error
 }
 
-// Server is the ops HTTP server.
+// Readiness reasons that are no check's: the body of a 503 names them.
+const (
+	notStarted   = "starting: not every role is up yet"
+	shuttingDown = "shutting down"
+)
+
+// Server is the ops HTTP server. It is unready from Listen until
+// SetStarted, and again for good from SetDraining.
 type Server struct {
-	mux    *http.ServeMux
-	srv    *http.Server
-	ln     net.Listener
-	mu     sync.Mutex
-	checks []Check
+	srv *http.Server
+	ln  net.Listener
+
+	mu       sync.Mutex
+	checks   []Check
+	started  bool
+	draining bool
 }
 
-// Listen opens addr and serves /healthz and /metrics from reg.
+// Listen opens addr and serves /livez, /readyz, /healthz and /metrics from
+// reg. /readyz answers 503 until SetStarted.
 func Listen(addr string, reg *prometheus.Registry) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("ops: listen %s: %w", addr, err)
-	}
 	mux := http.NewServeMux()
-	s := &Server{ln: ln, mux: mux}
-	mux.HandleFunc("/healthz", s.healthz)
+	s := &Server{}
+	mux.HandleFunc("/livez", s.livez)
+	mux.HandleFunc("/readyz", s.readyz)
+	mux.HandleFunc("/healthz", s.readyz)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	// Profiles for operators and the benchmarks (the ops address is local
-	// by default: 127.0.0.1).
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
+	var err error
+	if s.srv, s.ln, err = serve("ops", addr, mux); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
-
-// Handle adds an endpoint (e.g. /debug/sessions).
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Addr returns the bound address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
@@ -66,19 +79,50 @@ func (s *Server) AddCheck(c Check) {
 	s.checks = append(s.checks, c)
 }
 
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-	defer cancel()
+// SetStarted says every role is up and its listeners accept: from now on
+// /readyz is as ready as its checks (until SetDraining).
+func (s *Server) SetStarted() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.started = true
+}
+
+// SetDraining says the process is shutting down: /readyz answers 503 from
+// now on, whatever the checks say, so that load balancers route new
+// connections elsewhere while the existing ones are still served.
+func (s *Server) SetDraining() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.draining = true
+}
+
+// livez answers 200 while the process serves HTTP at all: a liveness probe
+// restarts a process that stops answering, not one that waits for Postgres.
+func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
+	fmt.Fprintln(w, "ok")
+}
+
+// readyz answers 200 "ok", or 503 with what is not ready, one per line.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	checks := append([]Check(nil), s.checks...)
+	started, draining := s.started, s.draining
 	s.mu.Unlock()
 	var failed []string
-	if len(checks) == 0 {
-		failed = append(failed, "starting: no checks registered yet")
-	}
-	for _, c := range checks {
-		if err := c.Fn(ctx); err != nil {
-			failed = append(failed, c.Name+": "+err.Error())
+	switch {
+	case draining:
+		// The checks are not asked: their dependencies are going away.
+		failed = append(failed, shuttingDown)
+	default:
+		if !started {
+			failed = append(failed, notStarted)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		for _, c := range checks {
+			if err := c.Fn(ctx); err != nil {
+				failed = append(failed, c.Name+": "+err.Error())
+			}
 		}
 	}
 	if len(failed) > 0 {
@@ -90,10 +134,24 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Close stops the server.
-func (s *Server) Close() error {
+func (s *Server) Close() error { return shutdown(s.srv) }
+
+// serve listens on addr and serves h until shutdown.
+func serve(what, addr string, h http.Handler) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s http: listen %s: %w", what, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, ln, nil
+}
+
+// shutdown stops srv, waiting a little for requests in flight.
+func shutdown(srv *http.Server) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -242,3 +242,14 @@ func (s *Store) MemberSpans(ctx context.Context, convIDs []int64) (map[int64][]M
 	}
 	return out, nil
 }
+
+// MemberCount returns how many members a conversation has now (0 when it
+// does not exist): the inbox entries one message to it writes, since the
+// fanout writes one per current member, the sender included.
+func (s *Store) MemberCount(ctx context.Context, convID int64) (int, error) {
+	var n int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM conv_member WHERE conv_id = $1 AND left_seq IS NULL`, convID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: member count of %d: %w", convID, err)
+	}
+	return n, nil
+}

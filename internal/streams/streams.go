@@ -154,6 +154,36 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout) error 
 	return nil
 }
 
+// ErrStreamsMissing says a stream of the installation does not exist yet.
+var ErrStreamsMissing = errors.New("streams: not created yet")
+
+// CheckStreams reports whether SEND and every INBOX partition exist, with
+// the installation's partition counts: what a service that may not create
+// streams (the gateway, the fanout) checks before it starts. A missing
+// stream is ErrStreamsMissing.
+func CheckStreams(ctx context.Context, js jetstream.JetStream, l Layout) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if err := checkLayout(ctx, js, l); err != nil {
+		return err
+	}
+	names := []string{SendStream}
+	for p := 0; p < l.InboxPartitions; p++ {
+		names = append(names, InboxStream(p))
+	}
+	for _, name := range names {
+		_, err := js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("%w: %s", ErrStreamsMissing, name)
+		}
+		if err != nil {
+			return fmt.Errorf("streams: look up %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 func checkLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
 	for _, c := range []struct {
 		stream, key string

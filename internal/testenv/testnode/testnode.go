@@ -32,7 +32,9 @@ func Config(t testing.TB, databaseURL string) config.Config {
 	// Tests see a new device's whole inbox unless they test the window.
 	c.NewDeviceMax = 1 << 30
 	c.PullRate = 1000
-	c.SendRate = 1e6 // tests send fast; TestSendRateLimited lowers it
+	c.SendRate = 1e6      // tests send fast; TestSendRateLimited lowers it
+	c.SendEntryRate = 1e9 // and to big groups; limits_test.go lowers it
+	c.RequestRate = 1e6   // reads and summaries in loops; limits_test.go lowers it
 	c.DeviceSeenEvery = 500 * time.Millisecond
 	return c
 }
