@@ -185,9 +185,6 @@ func TestRefusedRefreshKeepsOldDeadline(t *testing.T) {
 		{other, pb.ErrorCode_UNAUTHENTICATED},
 		{old, pb.ErrorCode_REVOKED},
 	} {
-		if i > 0 {
-			time.Sleep(1100 * time.Millisecond) // one refresh a second
-		}
 		id := uint64(10 + i)
 		r.write(&pb.Refresh{RequestId: id, Token: tc.token})
 		m := r.nextNonBatch()
@@ -279,27 +276,5 @@ func TestHelloPastExpWithinLeewayRefused(t *testing.T) {
 	live.write(&pb.Ping{Nonce: 1})
 	if m, ok := live.nextNonBatch().(*pb.Pong); !ok {
 		t.Fatalf("the device's session after the expired hello: %v, want it untouched (a pong)", m)
-	}
-}
-
-// At most one refresh a second per connection (each reads the
-// revocations): the second of two at once gets RATE_LIMITED with the wait
-// and the request's id, and the connection goes on.
-func TestRefreshRateLimited(t *testing.T) {
-	n := testnode.AllInOne(t)
-	r := dialRaw(t, n.Gateway.TCPAddr())
-	r.helloWith(testenv.Token(t, 2, "phone"))
-	r.write(&pb.Refresh{RequestId: 1, Token: testenv.Token(t, 2, "phone")})
-	r.write(&pb.Refresh{RequestId: 2, Token: testenv.Token(t, 2, "phone")})
-	if m, ok := r.nextNonBatch().(*pb.RefreshResult); !ok || m.GetRequestId() != 1 {
-		t.Fatalf("first refresh answered %v", m)
-	}
-	m := r.nextNonBatch()
-	if e, ok := m.(*pb.Error); !ok || e.GetCode() != pb.ErrorCode_RATE_LIMITED || e.GetRequestId() != 2 || e.GetFatal() || e.GetRetryAfterMs() == 0 {
-		t.Fatalf("second refresh at once answered %T %v, want a non-fatal RATE_LIMITED for request 2 with retry_after_ms", m, m)
-	}
-	r.write(&pb.Ping{Nonce: 5})
-	if m, ok := r.nextNonBatch().(*pb.Pong); !ok || m.GetNonce() != 5 {
-		t.Fatalf("after the refused refresh: %v, want the pong", m)
 	}
 }

@@ -62,7 +62,6 @@ type Conn struct {
 	// it covers tokenIat.
 	tokenIat, tokenExp time.Time
 	expiry             *time.Timer
-	lastRefresh        time.Time // reader goroutine only
 }
 
 func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {

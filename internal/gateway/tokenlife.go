@@ -19,10 +19,6 @@ import (
 // The deadline is a runtime timer (time.AfterFunc): it costs an idle
 // connection no goroutine, only the timer in the runtime's heap.
 
-// refreshEvery bounds a connection's refreshes: each one that verifies
-// reads the revocations from Postgres.
-const refreshEvery = time.Second
-
 // setToken makes the token issued at iat and expiring at exp the
 // connection's: its deadline and what a revocation is checked against.
 func (c *Conn) setToken(iat, exp time.Time) {
@@ -82,19 +78,12 @@ func (c *Conn) end(we *wire.Error, why string) {
 }
 
 // handleRefresh checks a refresh's token on the reader goroutine (a
-// signature check and, once it verified, one Postgres read; at most one a
-// second): it must verify, name the connection's uid and device, expire
+// signature check and, once it verified, one Postgres read; refreshes
+// count in the user's request rate, overRequestRate): it must verify, name the connection's uid and device, expire
 // in the future and not be revoked. Then the deadline moves to its exp and
 // refresh_result answers. A refused refresh gets a non-fatal error with
 // the request's id, and the old deadline stays.
 func (c *Conn) handleRefresh(r *pb.Refresh) {
-	if now := time.Now(); now.Sub(c.lastRefresh) < refreshEvery {
-		we := wire.Errorf(pb.ErrorCode_RATE_LIMITED, "at most one refresh a second")
-		we.RetryAfterMs = uint32((refreshEvery - now.Sub(c.lastRefresh)) / time.Millisecond)
-		c.answerError(r.GetRequestId(), we)
-		return
-	}
-	c.lastRefresh = time.Now()
 	id, we, cause := c.checkRefresh(r.GetToken())
 	if we != nil {
 		c.answerError(r.GetRequestId(), we)
