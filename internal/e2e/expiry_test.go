@@ -12,7 +12,9 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/inboxd/inboxd/internal/admin"
 	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/testenv"
@@ -276,5 +278,29 @@ func TestHelloPastExpWithinLeewayRefused(t *testing.T) {
 	live.write(&pb.Ping{Nonce: 1})
 	if m, ok := live.nextNonBatch().(*pb.Pong); !ok {
 		t.Fatalf("the device's session after the expired hello: %v, want it untouched (a pong)", m)
+	}
+}
+
+// In a split deployment the syncer serves the admin API: its NATS user
+// announces the revocation on the user's kick subject, and the gateway
+// (another node, its own NATS user) closes the device's connection at once
+// (not at its sweep, 30 s later).
+func TestRevokeInSplitDeployment(t *testing.T) {
+	db := testenv.Database(t)
+	natsNode := testnode.StartNode(t, testnode.Config(t, db), config.RoleEmbeddedNATS)
+	base := testnode.Config(t, db)
+	base.NATSURL = natsNode.NATS.ClientURL() // each node: its role's user and password
+	scfg := base
+	scfg.HTTPAddr = "127.0.0.1:0"
+	syncer := testnode.StartNode(t, scfg, config.RoleSyncer)
+	gw := testnode.StartNode(t, base, config.RoleGateway)
+
+	r := dialRaw(t, gw.Gateway.TCPAddr())
+	r.helloWith(testenv.Token(t, 2, "phone"))
+	if _, err := (&admin.Client{NC: testnode.Admin(t, syncer)}).Revoke(ctxT(t, 10*time.Second), admin.RevokeRequest{UID: 2, Device: "phone"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := r.nextNonBatch(); !isError(m, pb.ErrorCode_REVOKED) {
+		t.Fatalf("after the revocation: %T %v, want REVOKED at once", m, m)
 	}
 }
