@@ -9,6 +9,7 @@
 //	inboxctl trace MSG_ID
 //	inboxctl audit [--older-than 10m]
 //	inboxctl token --uid U --device D [--ttl 24h] [--kid K] [--issuer I]
+//	inboxctl user revoke --uid U [--device D]
 //	inboxctl streams export --dir DIR
 //
 // Connection flags (each command): --nats URL (admin API), --url URL
@@ -39,6 +40,8 @@ commands:
   trace MSG_ID                                               a message's status per recipient and device (STORED, DELIVERED, READ)
   audit [--older-than 10m]                                   messages that connected devices did not confirm
   token --uid U --device D [--ttl 24h] [--kid K] [--issuer I] print a signed client token
+  user revoke --uid U [--device D]                           revoke a device (default: every device of the user):
+                                                             its connections close, its tokens issued until now are refused
   nats-conf                                                  print the NATS users and permissions (deploy/nats/auth.conf)
   streams export --dir DIR                                   write every stream and consumer definition as JSON
 
@@ -64,6 +67,12 @@ func run(ctx context.Context, args []string) int {
 			return 2
 		}
 		return convCmd(ctx, rest[0], rest[1:])
+	case "user":
+		if len(rest) == 0 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
+		}
+		return userCmd(ctx, rest[0], rest[1:])
 	case "send":
 		return sendCmd(ctx, rest)
 	case "sync":
