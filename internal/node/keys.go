@@ -12,12 +12,13 @@ import (
 	"github.com/inboxd/inboxd/internal/config"
 )
 
-// gatewayKeys are the keys the gateway's listeners need: loaded before
-// anything starts, so that a bad key file or a short secret is reported at
-// once rather than after Postgres and NATS were waited for.
+// gatewayKeys are the keys the gateway's listeners need: the token keys
+// are loaded before anything starts, so that a bad key file or a short
+// secret is reported at once rather than after Postgres and NATS were
+// waited for. The TLS files are only checked to exist then, and read when
+// the gateway starts (tlsConfig): the readiness test holds the start there.
 type gatewayKeys struct {
 	verifier *auth.Verifier
-	tls      *tls.Config // nil: plain listeners
 }
 
 func loadGatewayKeys(cfg config.Config, log *zap.Logger) (gatewayKeys, error) {
@@ -25,11 +26,15 @@ func loadGatewayKeys(cfg config.Config, log *zap.Logger) (gatewayKeys, error) {
 	if err != nil {
 		return gatewayKeys{}, err
 	}
-	t, err := tlsConfig(cfg)
-	if err != nil {
-		return gatewayKeys{}, err
+	for _, f := range []string{cfg.TLSCert, cfg.TLSKey} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			return gatewayKeys{}, fmt.Errorf("gateway: tls: %w", err)
+		}
 	}
-	return gatewayKeys{verifier: v, tls: t}, nil
+	return gatewayKeys{verifier: v}, nil
 }
 
 // tokenVerifier builds the verifier of client tokens from every configured

@@ -60,7 +60,10 @@ func (n *Node) startFanout(ctx, run context.Context, cfg config.Config, js jetst
 // startGateway starts the gateway's listeners with keys (loaded before
 // anything started); its sessions run until run ends or Close shuts it down.
 func (n *Node) startGateway(run context.Context, cfg config.Config, keys gatewayKeys, login natsLogin, reg prometheus.Registerer) error {
-	var err error
+	tlsConf, err := tlsConfig(cfg)
+	if err != nil {
+		return err
+	}
 	// Backfill reads get a NATS connection of their own: in a login
 	// storm their deliveries would otherwise queue live entries and
 	// sends behind them on one TCP connection.
@@ -72,7 +75,7 @@ func (n *Node) startGateway(run context.Context, cfg config.Config, keys gateway
 		DeviceIdleReap: cfg.DeviceReap, TailScan: cfg.TailScan,
 		NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax,
 		OfflineThreshold: cfg.OfflineThreshold, PullRate: rate.Limit(cfg.PullRate),
-		MaxConnsPerUser: cfg.MaxConnsPerUser, SendRate: rate.Limit(cfg.SendRate), TLS: keys.tls,
+		MaxConnsPerUser: cfg.MaxConnsPerUser, SendRate: rate.Limit(cfg.SendRate), TLS: tlsConf,
 		DeviceSeenEvery: cfg.DeviceSeenEvery, Backfill: n.bulkNC,
 		SendEntryRate: rate.Limit(cfg.SendEntryRate), MaxDevicesPerUser: cfg.MaxDevicesPerUser, RequestRate: rate.Limit(cfg.RequestRate),
 		PreauthConns: cfg.PreauthConns, PreauthConnsPerIP: cfg.PreauthConnsPerIP,
