@@ -8,7 +8,8 @@
 //	inboxctl sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind K]
 //	inboxctl trace MSG_ID
 //	inboxctl audit [--older-than 10m]
-//	inboxctl token --uid U --device D [--ttl 24h]
+//	inboxctl token --uid U --device D [--ttl 24h] [--kid K] [--issuer I]
+//	inboxctl user revoke --uid U [--device D]
 //	inboxctl streams export --dir DIR [--hot-window 720h]
 //	inboxctl streams set --hot-window D
 //
@@ -39,7 +40,9 @@ commands:
                                                              print the device's messages, one JSON line each, and confirm them
   trace MSG_ID                                               a message's status per recipient and device (STORED, DELIVERED, READ)
   audit [--older-than 10m]                                   messages that connected devices did not confirm
-  token --uid U --device D [--ttl 24h]                       print a signed client token
+  token --uid U --device D [--ttl 24h] [--kid K] [--issuer I] print a signed client token
+  user revoke --uid U [--device D]                           revoke a device (default: every device of the user):
+                                                             its connections close, its tokens issued until now are refused
   nats-conf                                                  print the NATS users and permissions (deploy/nats/auth.conf)
   streams export --dir DIR [--hot-window 720h]               write every stream and consumer definition as JSON
   streams set --hot-window D                                 change the installation's hot window: {"hot_window":"…","changed":[streams]}
@@ -66,6 +69,12 @@ func run(ctx context.Context, args []string) int {
 			return 2
 		}
 		return convCmd(ctx, rest[0], rest[1:])
+	case "user":
+		if len(rest) == 0 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
+		}
+		return userCmd(ctx, rest[0], rest[1:])
 	case "send":
 		return sendCmd(ctx, rest)
 	case "sync":
