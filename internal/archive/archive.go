@@ -45,9 +45,6 @@ type Options struct {
 	// TrimEvery is the trimmer's round: a tenth of the hot window, within
 	// 1s..1m. A round also refreshes the lag metrics.
 	TrimEvery time.Duration
-	// NoTrim turns the trimmer off (the lag metrics too): for tests of the
-	// archive alone.
-	NoTrim bool
 }
 
 // Archiver runs one writer per INBOX partition (pinned: among several
@@ -109,13 +106,11 @@ func (a *Archiver) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !a.opts.NoTrim {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.runTrimmer(ctx)
-		}()
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.runTrimmer(ctx)
+	}()
 	for p := 0; p < a.opts.Layout.InboxPartitions; p++ {
 		cons, err := a.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(p), cfg)
 		if err != nil {
