@@ -41,8 +41,10 @@ func (c *bodyCache) put(id int64, body string) {
 }
 
 // fill sets the Text of every entry from the cache, loading the missing ones
-// from Postgres in one query. get(i) and set(i, text) address the entries.
-func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set func(i int, text string)) error {
+// from Postgres in one query. id(i) and set(i, text, found) address the
+// entries; found is false for a body Postgres does not have (retention
+// removed it), which is not cached.
+func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set func(i int, text string, found bool)) error {
 	var missing []int64
 	var missingAt []int
 	for i := 0; i < n; i++ {
@@ -51,7 +53,7 @@ func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set f
 		b, ok := s.m[id(i)]
 		s.mu.Unlock()
 		if ok {
-			set(i, b)
+			set(i, b, true)
 		} else {
 			missing = append(missing, id(i))
 			missingAt = append(missingAt, i)
@@ -65,9 +67,11 @@ func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set f
 		return err
 	}
 	for k, i := range missingAt {
-		b := got[missing[k]]
-		c.put(missing[k], b)
-		set(i, b)
+		b, found := got[missing[k]]
+		if found {
+			c.put(missing[k], b)
+		}
+		set(i, b, found)
 	}
 	return nil
 }

@@ -190,7 +190,8 @@ func (c *Conn) summary(ctx context.Context, before int64) (*pb.Summary, error) {
 	s := &pb.Summary{HasMore: more}
 	for _, r := range rows {
 		s.Convs = append(s.Convs, &pb.ConvSummary{ConvId: r.ConvID, Unread: r.Unread, LastSeq: r.LastSeq, ReadSeq: r.ReadSeq,
-			LastMsgId: r.LastMsgID, LastSenderUid: r.LastSenderUID, LastPreview: r.LastPreview, LastAtMs: r.LastAt.UnixMilli()})
+			LastMsgId: r.LastMsgID, LastSenderUid: r.LastSenderUID, LastPreview: r.LastPreview, LastAtMs: r.LastAt.UnixMilli(),
+			ExpiredUpToConvSeq: r.ExpiredUpTo})
 	}
 	if more {
 		s.NextBeforeMsgId = rows[len(rows)-1].LastMsgID

@@ -24,7 +24,8 @@ import (
 type page struct {
 	hdr     wire.BatchHeader
 	msgs    []wire.Message
-	entries []ledger.Entry // what the ledger records of msgs
+	expired []wire.ExpiredRange // the retention horizons of the page's conversations (archive pages)
+	entries []ledger.Entry      // what the ledger records of msgs
 	idx     []int
 }
 
@@ -36,7 +37,7 @@ func putPage(pg *page) {
 	for i := range pg.msgs {
 		pg.msgs[i].Text = "" // do not pin bodies
 	}
-	pg.msgs, pg.entries, pg.idx = pg.msgs[:0], pg.entries[:0], pg.idx[:0]
+	pg.msgs, pg.entries, pg.idx, pg.expired = pg.msgs[:0], pg.entries[:0], pg.idx[:0], pg.expired[:0]
 	pg.hdr = wire.BatchHeader{}
 	pagePool.Put(pg)
 }
@@ -71,7 +72,7 @@ func (s *session) archivePage(ctx context.Context, covered uint64, info partInfo
 	}
 	defer release()
 	pg := getPage()
-	pg.msgs, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], s.uid, covered, info.archived, n)
+	pg.msgs, pg.expired, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, covered, info.archived, n)
 	if err != nil {
 		putPage(pg)
 		return false, err
@@ -276,7 +277,10 @@ func (s *session) fetchTail(ctx context.Context, n int, left uint64) (tailFetch,
 }
 
 // fillBodies sets the text of the page's messages that the device does not
-// have from the live lane (the live lane carries bodies).
+// have from the live lane (the live lane carries bodies). A body retention
+// removed (the stream still holds the entry) marks its message expired:
+// a page never hands over an entry pointing at a body that is gone as if
+// it were an empty message.
 func (s *session) fillBodies(ctx context.Context, pg *page) error {
 	s.mu.Lock()
 	need := pg.idx[:0]
@@ -289,7 +293,7 @@ func (s *session) fillBodies(ctx context.Context, pg *page) error {
 	pg.idx = need
 	return s.g.bodies.fill(ctx, len(need),
 		func(i int) int64 { return pg.msgs[need[i]].MsgID },
-		func(i int, t string) { pg.msgs[need[i]].Text = t })
+		func(i int, t string, found bool) { pg.msgs[need[i]].Text, pg.msgs[need[i]].Expired = t, !found })
 }
 
 // sendPage records a page covering (from, upTo] in the ledger (entries
@@ -327,7 +331,7 @@ func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, err
 	}
 	s.needFinal = hasMore
 	s.armAckTimerLocked(s.g.opts.AckTimeout)
-	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: hasMore}
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: hasMore, Expired: pg.expired}
 	s.mu.Unlock()
 	if err := s.handOver(pg); err != nil {
 		return false, err
@@ -377,7 +381,7 @@ func (s *session) sendNewest(ctx context.Context) error {
 	cursor := s.led.Cursor()
 	s.mu.Unlock()
 	pg := getPage()
-	pg.msgs, err = s.g.st.NewestPage(ctx, pg.msgs[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
+	pg.msgs, pg.expired, err = s.g.st.NewestPage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
 	if err != nil || len(pg.msgs) == 0 {
 		putPage(pg)
 		return err
@@ -392,7 +396,7 @@ func (s *session) sendNewest(ctx context.Context) error {
 	s.armAckTimerLocked(s.g.opts.AckTimeout)
 	// Newest: the page is ahead of conv_seq order (the drain brings the
 	// older entries after it); a client must not take its gaps for holes.
-	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true, Newest: true}
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true, Newest: true, Expired: pg.expired}
 	s.mu.Unlock()
 	return s.handOver(pg)
 }
