@@ -25,13 +25,14 @@
 -- exists).
 
 -- One row per range: its partitions are msg_content_<name> and
--- inbox_archive_<name> (suffix _h<gen> after gen rebuilds that kept a held
--- conversation's rows), covering keys lo <= key < hi.
+-- inbox_archive_<name> (suffix _h<gen> after gen rebuilds that kept held
+-- conversations' rows: those of kept), covering keys lo <= key < hi.
 CREATE TABLE data_range (
     name       text        PRIMARY KEY,
     lo         bigint      NOT NULL UNIQUE,
     hi         bigint      NOT NULL,
     gen        integer     NOT NULL DEFAULT 0,
+    kept       bigint[],
     created_at timestamptz NOT NULL DEFAULT now(),
     CHECK (lo < hi)
 );

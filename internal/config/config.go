@@ -76,6 +76,14 @@ type Config struct {
 	// and how long a stopping process stays up unready.
 	DebugHTTPAddr string
 	DrainDelay    time.Duration
+
+	// Retention in Postgres (issue 15 item 4; the syncer): how long
+	// message bodies and archived inbox entries are kept (0: forever), the
+	// width of the time ranges they are removed by (0: calendar months),
+	// and the installation-wide legal hold.
+	Retention      time.Duration
+	PartitionWidth time.Duration
+	LegalHold      bool
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -199,6 +207,11 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.IntVar(&c.PreauthConns, "preauth-conns", c.PreauthConns, "connections that have not finished hello, per gateway; more are closed at once")
 		fs.IntVar(&c.PreauthConnsPerIP, "preauth-conns-per-ip", c.PreauthConnsPerIP, "connections that have not finished hello, per remote IP (IPv6: per /64); more are closed at once")
 	}
+	if roles&RoleSyncer != 0 {
+		fs.DurationVar(&c.Retention, "retention", c.Retention, "remove message bodies and archived inbox entries older than this, by whole time ranges (0: keep forever)")
+		fs.DurationVar(&c.PartitionWidth, "partition-width", c.PartitionWidth, "width of the time ranges (Postgres partitions) retention removes (0: calendar months)")
+		fs.BoolVar(&c.LegalHold, "legal-hold", c.LegalHold, "installation-wide legal hold: retention removes nothing (per conversation: inboxctl conv hold)")
+	}
 	if roles&RoleFanout != 0 {
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
 		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
@@ -221,6 +234,12 @@ func (c *Config) Validate() error {
 	}
 	if c.AckTimeout < 0 {
 		return fmt.Errorf("config: ack-timeout %s is negative (0 means 3 heartbeats)", c.AckTimeout)
+	}
+	if c.Retention < 0 || c.PartitionWidth < 0 {
+		return fmt.Errorf("config: retention %s and partition-width %s must not be negative (0: forever, calendar months)", c.Retention, c.PartitionWidth)
+	}
+	if c.PartitionWidth > 0 && c.PartitionWidth < time.Second {
+		return fmt.Errorf("config: partition-width %s is below 1s", c.PartitionWidth)
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)

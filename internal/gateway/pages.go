@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/gateway/ledger"
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
@@ -24,9 +26,10 @@ import (
 type page struct {
 	hdr     wire.BatchHeader
 	msgs    []wire.Message
-	expired []wire.ExpiredRange // the retention horizons of the page's conversations (archive pages)
+	expired []wire.ExpiredRange // the retention horizons of the page's conversations
 	entries []ledger.Entry      // what the ledger records of msgs
 	idx     []int
+	convs   []int64
 }
 
 var pagePool = sync.Pool{New: func() any { return new(page) }}
@@ -37,7 +40,7 @@ func putPage(pg *page) {
 	for i := range pg.msgs {
 		pg.msgs[i].Text = "" // do not pin bodies
 	}
-	pg.msgs, pg.entries, pg.idx, pg.expired = pg.msgs[:0], pg.entries[:0], pg.idx[:0], pg.expired[:0]
+	pg.msgs, pg.entries, pg.idx, pg.expired, pg.convs = pg.msgs[:0], pg.entries[:0], pg.idx[:0], pg.expired[:0], pg.convs[:0]
 	pg.hdr = wire.BatchHeader{}
 	pagePool.Put(pg)
 }
@@ -277,23 +280,48 @@ func (s *session) fetchTail(ctx context.Context, n int, left uint64) (tailFetch,
 }
 
 // fillBodies sets the text of the page's messages that the device does not
-// have from the live lane (the live lane carries bodies). A body retention
-// removed (the stream still holds the entry) marks its message expired:
-// a page never hands over an entry pointing at a body that is gone as if
-// it were an empty message.
+// have from the live lane (the live lane carries bodies), and the page's
+// expired ranges. A body retention removed (the stream still holds the
+// entry) marks its message expired: a page never hands over an entry
+// pointing at a body that is gone as if it were an empty message. The
+// ranges matter when the backfill passed over entries that are gone
+// altogether (an archive page that found none of a range retention
+// dropped): the client learns from this page that it waits for nothing.
 func (s *session) fillBodies(ctx context.Context, pg *page) error {
 	s.mu.Lock()
-	need := pg.idx[:0]
+	need, convs := pg.idx[:0], pg.convs[:0]
 	for i := range pg.msgs {
-		if !s.led.SentAhead(pg.msgs[i].Seq) && pg.msgs[i].EventType == 0 {
+		m := &pg.msgs[i]
+		if m.EventType != 0 {
+			continue
+		}
+		if !slices.Contains(convs, m.ConvID) {
+			convs = append(convs, m.ConvID)
+		}
+		if !s.led.SentAhead(m.Seq) {
 			need = append(need, i)
 		}
 	}
 	s.mu.Unlock()
-	pg.idx = need
-	return s.g.bodies.fill(ctx, len(need),
+	pg.idx, pg.convs = need, convs
+	horizons, err := s.g.bodies.fill(ctx, len(need),
 		func(i int) int64 { return pg.msgs[need[i]].MsgID },
-		func(i int, t string, found bool) { pg.msgs[need[i]].Text, pg.msgs[need[i]].Expired = t, !found })
+		func(i int, t string, found bool) { pg.msgs[need[i]].Text, pg.msgs[need[i]].Expired = t, !found },
+		convs)
+	for _, c := range convs { // in page order: deterministic frames
+		if h := horizons[c]; h > 0 {
+			pg.expired = store.AddExpired(pg.expired, c, h)
+		}
+	}
+	// At or below its conversation's horizon a body is gone or about to
+	// go (horizons are recorded before a range is dropped), even if this
+	// gateway's cache still has it: expired, as for every device.
+	for _, i := range need {
+		if m := &pg.msgs[i]; m.ConvSeq <= horizons[m.ConvID] {
+			m.Text, m.Expired = "", true
+		}
+	}
+	return err
 }
 
 // sendPage records a page covering (from, upTo] in the ledger (entries

@@ -147,7 +147,11 @@ func (s *Store) archivePage(ctx context.Context, dst []wire.Message, exp []wire.
 		case event != 0:
 			// Events keep their position in conv_seq of the row.
 			m.EventType, m.EventUpTo, m.ConvSeq, m.CreatedAtMs = uint32(event), m.ConvSeq, 0, 0
-		case m.Expired:
+		case m.Expired || m.ConvSeq <= horizon:
+			// Gone, or about to go (horizons are recorded before the
+			// range is dropped): expired either way, so that every
+			// device sees the same.
+			m.Expired, m.Text, m.SenderUID = true, "", 0
 			m.CreatedAtMs = ids.Time(m.MsgID).UnixMilli()
 		}
 		if horizon > 0 {
@@ -187,6 +191,48 @@ func (s *Store) Bodies(ctx context.Context, msgIDs []int64) (map[int64]string, e
 		return nil, fmt.Errorf("store: bodies: %w", err)
 	}
 	return out, nil
+}
+
+// BodiesAndHorizons returns the body of each msg_id found and the
+// retention horizon of each of convs that has one, in one round trip
+// (either list may be empty).
+func (s *Store) BodiesAndHorizons(ctx context.Context, msgIDs, convs []int64) (map[int64]string, map[int64]int64, error) {
+	bodies := make(map[int64]string, len(msgIDs))
+	horizons := map[int64]int64{}
+	b := &pgx.Batch{}
+	if len(msgIDs) > 0 {
+		b.Queue(`SELECT msg_id, body FROM msg_content WHERE msg_id = ANY($1::bigint[])`, msgIDs)
+	}
+	if len(convs) > 0 {
+		b.Queue(`SELECT conv_id, expired_seq FROM conv_expiry WHERE conv_id = ANY($1::bigint[]) AND expired_seq > 0`, convs)
+	}
+	if b.Len() == 0 {
+		return bodies, horizons, nil
+	}
+	br := s.Pool.SendBatch(ctx, b)
+	defer br.Close()
+	if len(msgIDs) > 0 {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: bodies: %w", err)
+		}
+		var id int64
+		var body string
+		if _, err := pgx.ForEachRow(rows, []any{&id, &body}, func() error { bodies[id] = body; return nil }); err != nil {
+			return nil, nil, fmt.Errorf("store: bodies: %w", err)
+		}
+	}
+	if len(convs) > 0 {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: horizons: %w", err)
+		}
+		var c, h int64
+		if _, err := pgx.ForEachRow(rows, []any{&c, &h}, func() error { horizons[c] = h; return nil }); err != nil {
+			return nil, nil, fmt.Errorf("store: horizons: %w", err)
+		}
+	}
+	return bodies, horizons, br.Close()
 }
 
 // DeviceCursor is one device_cursor row.

@@ -256,8 +256,9 @@ func (s *Store) pull(ctx context.Context, v Visibility, conv, afterSeq, beforeSe
 	}
 	// The visible spans within (lo, hi].
 	var afters, untils []int64
+	// Nothing at or below the retention horizon: gone, or about to go.
 	for _, sp := range v.Spans {
-		if a, u := max(sp.After, lo), min(sp.Until, hi); a < u {
+		if a, u := max(sp.After, lo, v.ExpiredUpTo), min(sp.Until, hi); a < u {
 			afters, untils = append(afters, a), append(untils, u)
 		}
 	}
