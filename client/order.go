@@ -252,7 +252,7 @@ func (o *order) releaseConv(id int64, cb *convBuf, now time.Time, act func(step)
 		case stepDuplicate:
 			cb.passed.remove(p.m.ConvSeq) // the application has it (Delivered)
 		case stepExpired:
-			o.seen.add(p.m.MsgID)           // a repeat of it is confirmed again, not passed over twice
+			o.seen.add(p.m.MsgID)         // a repeat of it is confirmed again, not passed over twice
 			cb.passed.remove(p.m.ConvSeq) // accounted for: it never comes with a body
 		}
 		if p.m.ConvSeq > cb.hwm {

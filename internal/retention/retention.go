@@ -82,20 +82,20 @@ type Job struct {
 }
 
 type metrics struct {
-	ranges       *prometheus.CounterVec
-	rows         *prometheus.CounterVec
-	kept         prometheus.Counter
-	bytes        prometheus.Counter
-	horizons     prometheus.Counter
-	errors       prometheus.Counter
-	created      prometheus.Counter
-	lag          prometheus.Gauge
-	ahead        prometheus.Gauge
-	hold         prometheus.Gauge
-	heldConvs    prometheus.Gauge
-	rangesExist  prometheus.Gauge
-	lastRun      prometheus.Gauge
-	horizonAt prometheus.Gauge
+	ranges      *prometheus.CounterVec
+	rows        *prometheus.CounterVec
+	kept        prometheus.Counter
+	bytes       prometheus.Counter
+	horizons    prometheus.Counter
+	errors      prometheus.Counter
+	created     prometheus.Counter
+	lag         prometheus.Gauge
+	ahead       prometheus.Gauge
+	hold        prometheus.Gauge
+	heldConvs   prometheus.Gauge
+	rangesExist prometheus.Gauge
+	lastRun     prometheus.Gauge
+	horizonAt   prometheus.Gauge
 }
 
 // New returns a job on st (a pool of its own is best: its long reads of a
