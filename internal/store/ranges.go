@@ -311,6 +311,9 @@ func (s *Store) ExpireRange(ctx context.Context, r Range, batch int, onBatch fun
 		}
 		st.Horizons = n
 		st.Removed["msg_content"] = rows
+		if s.afterHorizons != nil {
+			s.afterHorizons()
+		}
 		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockHold); err != nil {
 			return err
 		}
