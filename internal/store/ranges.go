@@ -96,19 +96,13 @@ func (s *Store) Ranges(ctx context.Context) ([]Range, error) {
 
 // withLock runs f on a connection of its own holding the session advisory
 // lock key; ok is false (and f does not run) when another session holds it.
-func (s *Store) withLock(ctx context.Context, key int64, wait bool, f func(*pgxpool.Conn) error) (ok bool, err error) {
+func (s *Store) withLock(ctx context.Context, key int64, f func(*pgxpool.Conn) error) (ok bool, err error) {
 	conn, err := s.Pool.Acquire(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer conn.Release()
-	if wait {
-		_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key)
-		ok = err == nil
-	} else {
-		err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok)
-	}
-	if err != nil || !ok {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil || !ok {
 		return false, err
 	}
 	defer func() {
@@ -131,7 +125,7 @@ func (s *Store) withLock(ctx context.Context, key int64, wait bool, f func(*pgxp
 // lock (it does the work).
 func (s *Store) EnsureRanges(ctx context.Context, until int64, next func(int64) int64) ([]Range, error) {
 	var created []Range
-	_, err := s.withLock(ctx, lockRanges, false, func(conn *pgxpool.Conn) error {
+	_, err := s.withLock(ctx, lockRanges, func(conn *pgxpool.Conn) error {
 		r, err := s.adoptDefault(ctx, conn, next)
 		if err != nil {
 			return err
@@ -304,7 +298,7 @@ func (s *Store) ExpireRange(ctx context.Context, r Range, batch int, onBatch fun
 	}
 	// One connection does it all (the pool's others serve traffic): the
 	// ranges' lock for the whole run, the hold lock from step 2 on.
-	ok, err := s.withLock(ctx, lockRanges, false, func(conn *pgxpool.Conn) error {
+	ok, err := s.withLock(ctx, lockRanges, func(conn *pgxpool.Conn) error {
 		n, rows, err := s.recordHorizons(ctx, conn, r, batch, onBatch)
 		if err != nil {
 			return err
@@ -572,7 +566,7 @@ func (s *Store) rebuildRange(ctx context.Context, conn *pgxpool.Conn, r Range, k
 // interrupted before or after its swap) are dropped. It takes the ranges'
 // lock; false when another syncer holds it.
 func (s *Store) Reconcile(ctx context.Context) (bool, error) {
-	ok, err := s.withLock(ctx, lockRanges, false, func(conn *pgxpool.Conn) error {
+	ok, err := s.withLock(ctx, lockRanges, func(conn *pgxpool.Conn) error {
 		rows, err := conn.Query(ctx, `
 			SELECT p.relname, c.relname FROM pg_inherits i
 			JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
