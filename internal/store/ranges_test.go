@@ -402,11 +402,32 @@ func TestReconcileFinishesInterruptedRuns(t *testing.T) {
 	if _, err := reader.Exec(ctx, `SELECT count(*) FROM msg_content`); err != nil {
 		t.Fatal(err)
 	}
-	dctx, cancel := context.WithTimeout(ctx, time.Second)
-	_, err = f.st.Pool.Exec(dctx, `ALTER TABLE msg_content DETACH PARTITION `+pgx.Identifier{"msg_content_" + rb.Name}.Sanitize()+` CONCURRENTLY`)
+	// Its first transaction commits the pending state; then it waits for
+	// the reader, and is cancelled there.
+	dctx, cancel := context.WithCancel(ctx)
+	detached := make(chan error, 1)
+	go func() {
+		_, err := f.st.Pool.Exec(dctx, `ALTER TABLE msg_content DETACH PARTITION `+pgx.Identifier{"msg_content_" + rb.Name}.Sanitize()+` CONCURRENTLY`)
+		detached <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); f.count(`SELECT count(*) FROM pg_inherits WHERE inhdetachpending`) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the detach never became pending")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	cancel()
-	if err == nil {
+	if err := <-detached; err == nil {
 		t.Fatal("the detach did not wait for the reader")
+	}
+	// The client gave up at once; the server stops at the cancel request:
+	// the reader stays until it did, or the detach would complete.
+	for deadline := time.Now().Add(30 * time.Second); f.count(`SELECT count(*) FROM pg_stat_activity
+		WHERE state = 'active' AND query LIKE 'ALTER TABLE msg_content DETACH%'`) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the detach was not cancelled")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	_ = reader.Rollback(ctx)
 	if n := f.count(`SELECT count(*) FROM pg_inherits WHERE inhdetachpending`); n != 1 {
