@@ -9,6 +9,8 @@
 //	inboxctl trace MSG_ID
 //	inboxctl audit [--older-than 10m]
 //	inboxctl token --uid U --device D [--ttl 24h]
+//	inboxctl user delete --uid U [--again] [--timeout 10m] [--no-wait]
+//	inboxctl usage
 //	inboxctl streams export --dir DIR
 //
 // Connection flags (each command): --nats URL (admin API), --url URL
@@ -39,6 +41,9 @@ commands:
   trace MSG_ID                                               a message's status per recipient and device (STORED, DELIVERED, READ)
   audit [--older-than 10m]                                   messages that connected devices did not confirm
   token --uid U --device D [--ttl 24h]                       print a signed client token
+  user delete --uid U [--again] [--timeout 10m] [--no-wait]  delete the user's inbox, cursors, memberships and sent bodies
+                                                             (unless held); waits until done, then exits 0
+  usage                                                      per stream and per table: entries, bytes, the oldest entry
   nats-conf                                                  print the NATS users and permissions (deploy/nats/auth.conf)
   streams export --dir DIR                                   write every stream and consumer definition as JSON
 
@@ -64,6 +69,14 @@ func run(ctx context.Context, args []string) int {
 			return 2
 		}
 		return convCmd(ctx, rest[0], rest[1:])
+	case "user":
+		if len(rest) == 0 {
+			fmt.Fprint(os.Stderr, usage)
+			return 2
+		}
+		return userCmd(ctx, rest[0], rest[1:])
+	case "usage":
+		return usageCmd(ctx, rest)
 	case "send":
 		return sendCmd(ctx, rest)
 	case "sync":

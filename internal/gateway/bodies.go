@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"sync"
+
+	"github.com/inboxd/inboxd/internal/store"
 )
 
 // bodyCache holds message bodies by msg_id for all connections of a
@@ -12,25 +14,25 @@ import (
 type bodyCache struct {
 	shards [16]bodyShard
 	max    int // per shard
-	load   func(ctx context.Context, ids []int64) (map[int64]string, error)
+	load   func(ctx context.Context, ids []int64) (map[int64]store.Body, error)
 }
 
 type bodyShard struct {
 	mu sync.Mutex
-	m  map[int64]string
+	m  map[int64]store.Body
 }
 
-func newBodyCache(entries int, load func(context.Context, []int64) (map[int64]string, error)) *bodyCache {
+func newBodyCache(entries int, load func(context.Context, []int64) (map[int64]store.Body, error)) *bodyCache {
 	c := &bodyCache{max: max(entries/16, 16), load: load}
 	for i := range c.shards {
-		c.shards[i].m = make(map[int64]string)
+		c.shards[i].m = make(map[int64]store.Body)
 	}
 	return c
 }
 
 func (c *bodyCache) shard(id int64) *bodyShard { return &c.shards[uint64(id)%16] }
 
-func (c *bodyCache) put(id int64, body string) {
+func (c *bodyCache) put(id int64, body store.Body) {
 	s := c.shard(id)
 	s.mu.Lock()
 	if len(s.m) >= c.max {
@@ -40,9 +42,32 @@ func (c *bodyCache) put(id int64, body string) {
 	s.mu.Unlock()
 }
 
-// fill sets the Text of every entry from the cache, loading the missing ones
-// from Postgres in one query. get(i) and set(i, text) address the entries.
-func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set func(i int, text string)) error {
+// drop removes bodies from the cache: a user deletion erased them (the
+// next read loads their tombstones).
+func (c *bodyCache) drop(ids []int64) {
+	for _, id := range ids {
+		s := c.shard(id)
+		s.mu.Lock()
+		delete(s.m, id)
+		s.mu.Unlock()
+	}
+}
+
+// clear empties the cache: erasures announced while the gateway was cut
+// from NATS were missed.
+func (c *bodyCache) clear() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		clear(s.m)
+		s.mu.Unlock()
+	}
+}
+
+// fill sets the body of every entry from the cache, loading the missing
+// ones from Postgres in one query. id(i) and set(i, body) address the
+// entries; a body not found is the zero Body.
+func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set func(i int, body store.Body)) error {
 	var missing []int64
 	var missingAt []int
 	for i := 0; i < n; i++ {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
 )
 
 // Gateway accepts client connections.
@@ -42,6 +43,7 @@ type Gateway struct {
 
 	resultPrefix string
 	resultSub    *nats.Subscription
+	erasedSub    *nats.Subscription // streams.BodiesErased
 
 	mu        sync.Mutex
 	lns       []net.Listener
@@ -107,6 +109,11 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	_ = sub.SetPendingLimits(-1, -1)
 	g.resultSub = sub
+	if g.erasedSub, err = g.nc.Subscribe(streams.BodiesErased, func(m *nats.Msg) {
+		g.bodies.drop(streams.ParseErasedIDs(m.Data))
+	}); err != nil {
+		return fmt.Errorf("gateway: subscribe erased bodies: %w", err)
+	}
 	g.parts.refresh(ctx)
 	for _, run := range []func(){
 		func() { g.sends.run(ctx) },
@@ -151,6 +158,9 @@ func (g *Gateway) Shutdown() {
 	}
 	if g.resultSub != nil {
 		_ = g.resultSub.Unsubscribe()
+	}
+	if g.erasedSub != nil {
+		_ = g.erasedSub.Unsubscribe()
 	}
 	g.wg.Wait()
 	g.events.wait()
@@ -199,6 +209,7 @@ func (g *Gateway) watchReconnects(ctx context.Context) {
 		case <-t.C:
 			if n := reconnects(); n != last {
 				last = n
+				g.bodies.clear() // body erasures announced meanwhile were missed
 				for _, s := range g.router.all() {
 					s.tailCheck()
 				}

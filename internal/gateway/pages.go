@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/gateway/ledger"
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
@@ -289,7 +290,13 @@ func (s *session) fillBodies(ctx context.Context, pg *page) error {
 	pg.idx = need
 	return s.g.bodies.fill(ctx, len(need),
 		func(i int) int64 { return pg.msgs[need[i]].MsgID },
-		func(i int, t string) { pg.msgs[need[i]].Text = t })
+		func(i int, b store.Body) {
+			m := &pg.msgs[need[i]]
+			m.Text = b.Text
+			if b.Kind == wire.KindDeleted {
+				m.Kind = b.Kind // a deleted user's message: a tombstone, whatever its entry says
+			}
+		})
 }
 
 // sendPage records a page covering (from, upTo] in the ledger (entries

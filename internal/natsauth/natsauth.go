@@ -84,16 +84,21 @@ type perms struct {
 //     subjects; creates, reads, pulls, resets and acks the device consumers
 //     on INBOX_<p> (filtered to one user's subject, never the archiver);
 //     direct-gets a user's newest entry; receives send results on
-//     _INBOXD.gw.<gateway>.*, the users' subjects, and membership changes.
+//     _INBOXD.gw.<gateway>.*, the users' subjects, membership changes and
+//     erased bodies (a deleted user's, dropped from its body cache).
 //   - fanout: its consumers fanout_<p> on SEND (create, read, pull, reset,
 //     unpin, ack); publishes inbox entries, the live announcements and the
 //     send results.
 //   - syncer: the installation's steward: creates and updates the streams;
 //     the archiver consumer on each INBOX_<p>; reads device consumers (the
 //     admin API's cursors); serves the admin API (a micro service) and
-//     publishes its events and revocation kicks.
+//     publishes its events and revocation kicks; the data lifecycle: lists
+//     and deletes device consumers of INBOX_<p> and purges INBOX_<p> (a
+//     deleted user's subject), and asks the admin API for a deleted
+//     user's revocation.
 //
-// Nothing but admin may delete or purge a stream or delete a consumer.
+// Nothing but admin may delete a stream, or purge SEND, or delete a
+// consumer of SEND.
 func table(partitions int) map[Role]perms {
 	inbox := inboxStreams(partitions)
 	var gw, gwDeny, sy []string
@@ -110,7 +115,10 @@ func table(partitions int) map[Role]perms {
 			consumerCalls(st, archiver, "INFO", "MSG.NEXT", "RESET"))
 		sy = concat(sy,
 			consumerCalls(st, archiver, "CREATE", "MSG.NEXT", "RESET"),
-			consumerCalls(st, "*", "INFO"),
+			// Lifecycle: a user deletion and housekeeping delete device
+			// consumers (found by name) and purge a user's inbox subject.
+			consumerCalls(st, "*", "INFO", "DELETE"),
+			[]string{"$JS.API.CONSUMER.NAMES." + st, "$JS.API.STREAM.PURGE." + st},
 			[]string{"$JS.ACK." + st + "." + archiver + ".>"})
 	}
 	for _, st := range append([]string{sendStream}, inbox...) {
@@ -120,7 +128,7 @@ func table(partitions int) map[Role]perms {
 		Gateway: {
 			pub:     concat(gw, []string{streamInfo, "send.*.*", "inbox.*.*", "inboxd.u.*.*.*"}),
 			denyPub: gwDeny,
-			sub:     []string{"_INBOXD.gw.>", "inboxd.u.*.*.*", "inboxd.event.conv.changed"},
+			sub:     []string{"_INBOXD.gw.>", "inboxd.u.*.*.*", "inboxd.event.conv.changed", "inboxd.event.bodies.erased"},
 		},
 		Fanout: {
 			pub: concat([]string{streamInfo, "$JS.API.CONSUMER.CREATE." + sendStream + ".>", "$JS.ACK." + sendStream + ".>"},
@@ -128,7 +136,7 @@ func table(partitions int) map[Role]perms {
 				[]string{"inbox.*.*", "inboxd.u.*.*.live", "_INBOXD.gw.>"}),
 		},
 		Syncer: {
-			pub:       concat(sy, []string{streamInfo, "inboxd.event.>", "inboxd.u.*.*.kick"}),
+			pub:       concat(sy, []string{streamInfo, "inboxd.event.>", "inboxd.u.*.*.kick", "inboxd.admin.user.revoke"}),
 			sub:       []string{"inboxd.admin.>", "$SRV.>"},
 			responses: true,
 		},

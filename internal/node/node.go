@@ -16,6 +16,7 @@ import (
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/lifecycle"
 	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/store"
 )
@@ -31,8 +32,10 @@ type Node struct {
 	Store   *store.Store
 	Gateway *gateway.Gateway
 	Fanout  *fanout.Fanout
-	Ops     *ops.Server
-	Debug   *ops.Debug // with --debug-http
+	// Lifecycle runs user deletions and housekeeping (with RoleSyncer).
+	Lifecycle *lifecycle.Lifecycle
+	Ops       *ops.Server
+	Debug     *ops.Debug // with --debug-http
 
 	admin  *admin.Service
 	cancel context.CancelFunc // ends the roles' loops
@@ -91,7 +94,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 	run, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if roles&config.RoleSyncer != 0 {
-		if err := n.startSyncer(run, cfg.Layout, roles, login, js, reg); err != nil {
+		if err := n.startSyncer(run, cfg, roles, login, js, reg); err != nil {
 			return nil, err
 		}
 	}

@@ -14,16 +14,24 @@ import (
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/lifecycle"
 	"github.com/inboxd/inboxd/internal/streams"
 )
 
-// startSyncer starts the admin API and the archiver, whose loop runs until
-// run ends.
-func (n *Node) startSyncer(run context.Context, layout streams.Layout, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
+// startSyncer starts the admin API, the archiver and the lifecycle jobs
+// (user deletion, housekeeping), whose loops run until run ends.
+func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
+	layout := cfg.Layout
 	var err error
 	if n.admin, err = admin.Start(n.NC, js, layout, n.Store, n.log.Named("admin")); err != nil {
 		return err
 	}
+	n.Lifecycle = lifecycle.New(lifecycle.Options{Layout: layout, DeviceForget: cfg.DeviceForget, DeviceReap: cfg.DeviceReap,
+		RejectHorizon: cfg.RejectHorizon, Every: cfg.HousekeepingEvery}, n.log.Named("lifecycle"), n.NC, js, n.Store, reg)
+	if err := n.admin.ServeLifecycle(n.Lifecycle); err != nil {
+		return err
+	}
+	n.runLoop(run, "lifecycle", n.Lifecycle.Run)
 	// The archiver reads every inbox entry: on its own connection, so
 	// that in an all-in-one process its deliveries do not queue the
 	// gateway's and the fanout's traffic.

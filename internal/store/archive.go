@@ -91,15 +91,17 @@ func (s *Store) NewestPage(ctx context.Context, dst []wire.Message, uid int64, a
 	return dst, err
 }
 
+// An archive page takes a message's kind from its content row where there
+// is one: a deleted user's message is a tombstone there (KindDeletedBody).
 const (
 	sqlArchivePage = `
-		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, coalesce(m.sender_uid, 0), a.kind, coalesce(m.body, ''),
+		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, coalesce(m.sender_uid, 0), coalesce(m.kind, a.kind), coalesce(m.body, ''),
 		       coalesce(m.created_at, 'epoch'), a.event, a.peer_uid
 		FROM inbox_archive a LEFT JOIN msg_content m ON m.msg_id = a.msg_id AND a.msg_id <> 0
 		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3
 		ORDER BY a.seq LIMIT $4`
 	sqlNewestPage = `
-		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, coalesce(m.sender_uid, 0), a.kind, coalesce(m.body, ''),
+		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, coalesce(m.sender_uid, 0), coalesce(m.kind, a.kind), coalesce(m.body, ''),
 		       coalesce(m.created_at, 'epoch'), a.event, a.peer_uid
 		FROM inbox_archive a LEFT JOIN msg_content m ON m.msg_id = a.msg_id AND a.msg_id <> 0
 		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3
@@ -130,17 +132,26 @@ func (s *Store) archivePage(ctx context.Context, dst []wire.Message, q string, u
 	return dst, rows.Err()
 }
 
+// Body is a message's text and kind as stored: the kind of a deleted
+// user's message is KindDeletedBody (its text empty), whatever its inbox
+// entries say.
+type Body struct {
+	Text string
+	Kind uint32
+}
+
 // Bodies returns the body of each msg_id found.
-func (s *Store) Bodies(ctx context.Context, msgIDs []int64) (map[int64]string, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT msg_id, body FROM msg_content WHERE msg_id = ANY($1::bigint[])`, msgIDs)
+func (s *Store) Bodies(ctx context.Context, msgIDs []int64) (map[int64]Body, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT msg_id, body, kind FROM msg_content WHERE msg_id = ANY($1::bigint[])`, msgIDs)
 	if err != nil {
 		return nil, fmt.Errorf("store: bodies: %w", err)
 	}
-	out := make(map[int64]string, len(msgIDs))
+	out := make(map[int64]Body, len(msgIDs))
 	var id int64
 	var body string
-	_, err = pgx.ForEachRow(rows, []any{&id, &body}, func() error {
-		out[id] = body
+	var kind int16
+	_, err = pgx.ForEachRow(rows, []any{&id, &body, &kind}, func() error {
+		out[id] = Body{Text: body, Kind: uint32(kind)}
 		return nil
 	})
 	if err != nil {

@@ -1,0 +1,10 @@
+-- Reserved for retention, partitions and legal hold (issue 15), written on another branch. tern refuses a
+-- gap in the numbering, so this branch, which adds 008, holds the number
+-- with an empty migration. Delete this file when the real 007_*.sql
+-- is merged: two files numbered 007 stop every service at start
+-- ("Duplicate migration 007"), so a forgotten placeholder cannot pass.
+SELECT 1;
+
+---- create above / drop below ----
+
+SELECT 1;
