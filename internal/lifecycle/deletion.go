@@ -477,7 +477,7 @@ func (l *Lifecycle) stepBodies(ctx context.Context, j *job) error {
 				convs = append(convs, m.ConvID)
 			}
 		}
-		held, err := l.holds.HeldConversations(ctx, convs)
+		held, err := l.heldConversations(ctx, convs)
 		if err != nil {
 			return fmt.Errorf("legal holds: %w", err)
 		}

@@ -111,6 +111,7 @@ type testHooks struct {
 	checkpoint func(ctx context.Context, uid int64, step string) error
 	settle     time.Duration
 	batch      int
+	holds      Holds
 }
 
 // New returns the lifecycle jobs of a syncer; Run runs them.
@@ -147,6 +148,13 @@ func (l *Lifecycle) settle() time.Duration {
 		return h.settle
 	}
 	return l.opts.Settle
+}
+
+func (l *Lifecycle) heldConversations(ctx context.Context, convIDs []int64) (map[int64]bool, error) {
+	if h := l.hooks.Load(); h != nil && h.holds != nil {
+		return h.holds.HeldConversations(ctx, convIDs)
+	}
+	return l.holds.HeldConversations(ctx, convIDs)
 }
 
 // checkpoint runs the test hook, if any, before a step or a batch.

@@ -1,0 +1,224 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inboxd/inboxd/client"
+	"github.com/inboxd/inboxd/internal/admin"
+	"github.com/inboxd/inboxd/internal/ids"
+	"github.com/inboxd/inboxd/internal/lifecycle"
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/internal/testenv/testnode"
+	"github.com/inboxd/inboxd/wire"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// world is the data of a deletion test: user 1 is deleted; 2 and 3 stay.
+type world struct {
+	group, direct, held, other int64 // group {1,2,3}, direct {1,2}, held group {1,3}, other {2,3}
+	sentBy1                    []int64
+	sentBy2, sentBy3           []int64
+	entries1, entries2         int // inbox entries of users 1 and 2 before the deletion
+	devices1                   int // user 1's devices (each a cursor row and a consumer)
+}
+
+// populate gives user 1 memberships in three conversations (one direct),
+// sent messages in each, two devices with mirrored cursors and consumers,
+// archived inbox entries, and a refused send; users 2 and 3 send too.
+func populate(t *testing.T, n *stoppable) world {
+	t.Helper()
+	w := world{
+		group: createConv(t, n.Node, true, 1, 2, 3), direct: createConv(t, n.Node, false, 1, 2),
+		held: createConv(t, n.Node, true, 1, 3), other: createConv(t, n.Node, true, 2, 3),
+	}
+	w.sentBy1 = append(w.sentBy1, sendN(t, n.Node, 1, w.group, 5, "g1")...)
+	w.sentBy1 = append(w.sentBy1, sendN(t, n.Node, 1, w.direct, 3, "d1")...)
+	w.sentBy1 = append(w.sentBy1, sendN(t, n.Node, 1, w.held, 4, "h1")...)
+	w.sentBy2 = sendN(t, n.Node, 2, w.group, 4, "g2")
+	w.sentBy3 = sendN(t, n.Node, 3, w.held, 2, "h3")
+
+	// A send of user 1 to a conversation it is not in: a send_reject row.
+	c, err := client.Dial(ctxT(t, 10*time.Second), client.Options{URL: n.Gateway.WSURL(), Token: testenv.Token(t, 1, "rejected")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var we *wire.Error
+	if _, err := c.Send(ctxT(t, 20*time.Second), w.other, "not-a-member", "nope"); !errors.As(err, &we) || we.Code != pb.ErrorCode_NOT_MEMBER {
+		t.Fatalf("send to a conversation user 1 is not in: %v", err)
+	}
+	c.Close()
+
+	l := testnode.Layout()
+	w.entries1 = len(testenv.InboxEntries(t, n.NC, l, 1))
+	w.entries2 = len(testenv.InboxEntries(t, n.NC, l, 2))
+	// Two devices of user 1 take their inbox and confirm it.
+	for _, dev := range []string{"phone", "laptop"} {
+		d := connectDevice(t, n.Node, 1, dev)
+		d.waitFor(len(w.sentBy1)+len(w.sentBy2)+len(w.sentBy3), 30*time.Second)
+		waitFor(t, 20*time.Second, "cursor of "+dev+" mirrored", func() bool {
+			return count(t, n.Node, `SELECT count(*) FROM device_cursor WHERE uid = 1 AND device = $1 AND ack_seq > 0`, dev) == 1
+		})
+		d.c.Close()
+	}
+	// Its senders are devices too: 3 senders, the refused one, phone, laptop.
+	w.devices1 = 6
+	waitFor(t, 20*time.Second, "user 1's devices mirrored", func() bool {
+		return count(t, n.Node, `SELECT count(*) FROM device_cursor WHERE uid = 1`) == w.devices1 && len(consumersOf(t, n, 1)) == w.devices1
+	})
+	waitFor(t, 30*time.Second, "user 1's entries archived", func() bool {
+		return count(t, n.Node, `SELECT count(*) FROM inbox_archive WHERE uid = 1`) == w.entries1
+	})
+	if w.entries1 < 18 || count(t, n.Node, `SELECT count(*) FROM send_reject WHERE sender_uid = 1`) != 1 {
+		t.Fatalf("user 1 has %d inbox entries (want at least its 18 messages) and %d send rejects (want 1)",
+			w.entries1, count(t, n.Node, `SELECT count(*) FROM send_reject WHERE sender_uid = 1`))
+	}
+	return w
+}
+
+// consumersOf returns the names of uid's device consumers.
+func consumersOf(t *testing.T, n *stoppable, uid int64) []string {
+	t.Helper()
+	js, err := jetstream.New(testnode.Admin(t, n.Node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctxT(t, 10*time.Second), streams.InboxStream(ids.Partition(uid, testnode.Layout().InboxPartitions)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	l := s.ConsumerNames(ctxT(t, 10*time.Second))
+	for name := range l.Name() {
+		if strings.HasPrefix(name, "d_"+strconv.FormatInt(uid, 10)+"_") {
+			out = append(out, name)
+		}
+	}
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkGone asserts that nothing of user 1 is left but its tombstoned
+// sends (and the held ones when heldKept), and that users 2 and 3 kept
+// everything.
+func checkGone(t *testing.T, n *stoppable, w world, heldKept bool) {
+	t.Helper()
+	for what, q := range map[string]string{
+		"membership rows":    `SELECT count(*) FROM conv_member WHERE uid = 1`,
+		"device_cursor rows": `SELECT count(*) FROM device_cursor WHERE uid = 1`,
+		"inbox_archive rows": `SELECT count(*) FROM inbox_archive WHERE uid = 1`,
+		"send_reject rows":   `SELECT count(*) FROM send_reject WHERE sender_uid = 1`,
+	} {
+		if c := count(t, n.Node, q); c != 0 {
+			t.Errorf("%d %s of the deleted user are left", c, what)
+		}
+	}
+	if e := testenv.InboxEntries(t, n.NC, testnode.Layout(), 1); len(e) != 0 {
+		t.Errorf("%d inbox entries of the deleted user are left in JetStream", len(e))
+	}
+	if c := consumersOf(t, n, 1); len(c) != 0 {
+		t.Errorf("device consumers of the deleted user are left: %v", c)
+	}
+	wantErased, wantKept := len(w.sentBy1), 0
+	if heldKept {
+		wantErased, wantKept = 8, 4 // the held group's 4 stay
+	}
+	if c := count(t, n.Node, `SELECT count(*) FROM msg_content WHERE sender_uid = 1 AND kind = $1 AND body = '' AND sender_device = ''`, wire.KindDeleted); c != wantErased {
+		t.Errorf("%d of user 1's %d sent bodies are tombstones, want %d", c, len(w.sentBy1), wantErased)
+	}
+	if c := count(t, n.Node, `SELECT count(*) FROM msg_content WHERE sender_uid = 1 AND conv_id = $1 AND kind = 1 AND body LIKE 'h1 message %'`, w.held); c != wantKept {
+		t.Errorf("%d bodies of user 1 in the held conversation kept, want %d", c, wantKept)
+	}
+	// Users 2 and 3 keep their bodies, memberships and inbox.
+	if c := count(t, n.Node, `SELECT count(*) FROM msg_content WHERE sender_uid IN (2, 3) AND kind = 1 AND body <> ''`); c != len(w.sentBy2)+len(w.sentBy3) {
+		t.Errorf("%d bodies of users 2 and 3 intact, want %d", c, len(w.sentBy2)+len(w.sentBy3))
+	}
+	if c := count(t, n.Node, `SELECT count(*) FROM conv_member WHERE uid IN (2, 3) AND left_seq IS NULL`); c != 6 {
+		t.Errorf("users 2 and 3 have %d memberships, want 6", c)
+	}
+	if e := testenv.InboxEntries(t, n.NC, testnode.Layout(), 2); len(e) != w.entries2 {
+		t.Errorf("user 2 has %d inbox entries, had %d", len(e), w.entries2)
+	}
+}
+
+// A user deletion cut short halfway (its syncer stopped in the middle of
+// the bodies step, after a batch) is resumed by the syncer that starts
+// next, at that step, and completes: the user's inbox entries (JetStream
+// and archive), device consumers and cursor rows, memberships (the direct
+// conversation's too) and refused sends are gone, its sent bodies are
+// tombstones, and the other users keep everything. Asked again, it
+// answers done at once.
+func TestUserDeletionResumesAfterCrash(t *testing.T) {
+	cfg := testnode.Config(t, testenv.Database(t))
+	n1 := startNode(t, cfg)
+	w := populate(t, n1)
+	ver := count(t, n1.Node, `SELECT member_ver FROM conversation WHERE conv_id = $1`, w.group)
+
+	var bodyBatches atomic.Int32
+	stopped := make(chan struct{})
+	lifecycle.SetTestHooks(n1.Lifecycle, func(ctx context.Context, uid int64, step string) error {
+		if step == "bodies" && bodyBatches.Add(1) == 2 { // the step began, one batch done
+			close(stopped)
+			<-ctx.Done() // the syncer goes away here
+			return ctx.Err()
+		}
+		return nil
+	}, 100*time.Millisecond, 5, nil)
+	d, err := adminOf(t, n1.Node).DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1})
+	if err != nil || d.State == store.DeletionDone {
+		t.Fatalf("delete: %+v %v", d, err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the deletion did not reach its second batch of bodies")
+	}
+	n1.close()
+
+	// What the job recorded when its syncer went away.
+	st, err := store.Open(context.Background(), cfg.DatabaseURL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	mid, _, err := st.UserDeletion(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mid.State != store.DeletionRunning || mid.Step != "bodies" || mid.Runs != 1 || mid.Progress.Bodies != 5 {
+		t.Fatalf("after the crash the job is %+v; want running, at step bodies, run 1, 5 bodies erased", mid)
+	}
+
+	n2 := startNode(t, cfg)
+	done := waitDone(t, n2.Node, 1, 60*time.Second)
+	p := done.Progress
+	if done.Runs != 2 || p.Conversations != 3 || p.Consumers != int64(w.devices1) || p.Cursors != int64(w.devices1) || p.InboxEntries != int64(w.entries1) ||
+		p.ArchiveRows != int64(w.entries1) || p.Bodies != int64(len(w.sentBy1)) || p.BodiesHeld != 0 || p.Rejects != 1 {
+		t.Fatalf("done: %+v; want 2 runs, 3 memberships, %d consumers and cursors, %d inbox entries and archive rows, %d bodies, 1 reject",
+			done, w.devices1, w.entries1, len(w.sentBy1))
+	}
+	if p.Revoked || !strings.Contains(p.RevokeNote, "inboxd.admin.user.revoke") || p.LegalHolds != store.LegalHoldsRecorded {
+		t.Errorf("revoked %v (%q), legal holds %v: without a revocation service the job must say the tokens still work", p.Revoked, p.RevokeNote, p.LegalHolds)
+	}
+	checkGone(t, n2, w, false)
+	if v := count(t, n2.Node, `SELECT member_ver FROM conversation WHERE conv_id = $1`, w.group); v <= ver {
+		t.Errorf("member_ver of the group %d after the deletion, %d before: fanout caches would keep the user", v, ver)
+	}
+
+	// Idempotent: asked again, it is done at once, and nothing runs again.
+	again, err := adminOf(t, n2.Node).DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1})
+	if err != nil || again.State != store.DeletionDone || again.Runs != 2 || again.FinishedAt == nil || !again.FinishedAt.Equal(*done.FinishedAt) {
+		t.Fatalf("asked again: %+v %v; want the same done job", again, err)
+	}
+}
