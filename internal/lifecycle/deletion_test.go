@@ -111,8 +111,9 @@ func consumersOf(t *testing.T, n *stoppable, uid int64) []string {
 
 // checkGone asserts that nothing of user 1 is left but its tombstoned
 // sends (and the held ones when heldKept), and that users 2 and 3 kept
-// everything.
-func checkGone(t *testing.T, n *stoppable, w world, heldKept bool) {
+// everything (and the extra messages user 3 sent to the group since
+// populate).
+func checkGone(t *testing.T, n *stoppable, w world, heldKept bool, extra int) {
 	t.Helper()
 	for what, q := range map[string]string{
 		"membership rows":    `SELECT count(*) FROM conv_member WHERE uid = 1`,
@@ -141,14 +142,14 @@ func checkGone(t *testing.T, n *stoppable, w world, heldKept bool) {
 		t.Errorf("%d bodies of user 1 in the held conversation kept, want %d", c, wantKept)
 	}
 	// Users 2 and 3 keep their bodies, memberships and inbox.
-	if c := count(t, n.Node, `SELECT count(*) FROM msg_content WHERE sender_uid IN (2, 3) AND kind = 1 AND body <> ''`); c != len(w.sentBy2)+len(w.sentBy3) {
-		t.Errorf("%d bodies of users 2 and 3 intact, want %d", c, len(w.sentBy2)+len(w.sentBy3))
+	if c := count(t, n.Node, `SELECT count(*) FROM msg_content WHERE sender_uid IN (2, 3) AND kind = 1 AND body <> ''`); c != len(w.sentBy2)+len(w.sentBy3)+extra {
+		t.Errorf("%d bodies of users 2 and 3 intact, want %d", c, len(w.sentBy2)+len(w.sentBy3)+extra)
 	}
 	if c := count(t, n.Node, `SELECT count(*) FROM conv_member WHERE uid IN (2, 3) AND left_seq IS NULL`); c != 6 {
 		t.Errorf("users 2 and 3 have %d memberships, want 6", c)
 	}
-	if e := testenv.InboxEntries(t, n.NC, testnode.Layout(), 2); len(e) != w.entries2 {
-		t.Errorf("user 2 has %d inbox entries, had %d", len(e), w.entries2)
+	if e := testenv.InboxEntries(t, n.NC, testnode.Layout(), 2); len(e) != w.entries2+extra {
+		t.Errorf("user 2 has %d inbox entries, want %d", len(e), w.entries2+extra)
 	}
 }
 
@@ -211,7 +212,7 @@ func TestUserDeletionResumesAfterCrash(t *testing.T) {
 	if p.Revoked || !strings.Contains(p.RevokeNote, "inboxd.admin.user.revoke") || p.LegalHolds != store.LegalHoldsRecorded {
 		t.Errorf("revoked %v (%q), legal holds %v: without a revocation service the job must say the tokens still work", p.Revoked, p.RevokeNote, p.LegalHolds)
 	}
-	checkGone(t, n2, w, false)
+	checkGone(t, n2, w, false, 0)
 	if v := count(t, n2.Node, `SELECT member_ver FROM conversation WHERE conv_id = $1`, w.group); v <= ver {
 		t.Errorf("member_ver of the group %d after the deletion, %d before: fanout caches would keep the user", v, ver)
 	}
@@ -220,5 +221,146 @@ func TestUserDeletionResumesAfterCrash(t *testing.T) {
 	again, err := adminOf(t, n2.Node).DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1})
 	if err != nil || again.State != store.DeletionDone || again.Runs != 2 || again.FinishedAt == nil || !again.FinishedAt.Equal(*done.FinishedAt) {
 		t.Fatalf("asked again: %+v %v; want the same done job", again, err)
+	}
+}
+
+// heldConv holds one conversation (a legal hold as the store would record
+// it).
+type heldConv int64
+
+func (h heldConv) HeldConversations(_ context.Context, convIDs []int64) (map[int64]bool, error) {
+	out := map[int64]bool{}
+	for _, c := range convIDs {
+		if c == int64(h) {
+			out[c] = true
+		}
+	}
+	return out, nil
+}
+
+// While a user is deleted, the other members of its group keep receiving
+// the messages sent there, all of them, in order, without a stall; after
+// it, every page a member gets (a new device's inbox, a conversation pull,
+// an archive page) shows the deleted user's messages at their conv_seqs
+// as tombstones (kind deleted, no text) — none shows a body from a
+// gateway's cache — except in the conversation under legal hold, whose
+// bodies stay.
+func TestUserDeletionKeepsHeldBodiesAndOthersReceiveInOrder(t *testing.T) {
+	n := startNode(t, testnode.Config(t, testenv.Database(t)))
+	w := populate(t, n)
+	lifecycle.SetTestHooks(n.Lifecycle, nil, 2*time.Second, 3, heldConv(w.held))
+
+	// User 2's tablet follows the group live while user 3 keeps sending.
+	tablet := connectDevice(t, n.Node, 2, "tablet")
+	before := len(tablet.waitFor(len(w.sentBy1)-4+len(w.sentBy2), 30*time.Second))
+	sent := make(chan []int64, 1)
+	go func() {
+		c, err := client.Dial(context.Background(), client.Options{URL: n.Gateway.WSURL(), Token: testenv.Token(t, 3, "busy")})
+		if err != nil {
+			t.Error(err)
+			sent <- nil
+			return
+		}
+		defer c.Close()
+		var out []int64
+		for i := 0; i < 40; i++ {
+			r, err := c.Send(context.Background(), w.group, "during-"+strconv.Itoa(i), "during "+strconv.Itoa(i))
+			if err != nil {
+				t.Error(err)
+				break
+			}
+			out = append(out, r.MsgID)
+			time.Sleep(25 * time.Millisecond)
+		}
+		sent <- out
+	}()
+	time.Sleep(200 * time.Millisecond) // the sends are under way
+	if _, err := adminOf(t, n.Node).DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	done := waitDone(t, n.Node, 1, 60*time.Second)
+	during := <-sent
+	if len(during) != 40 {
+		t.Fatalf("%d of 40 sends during the deletion stored", len(during))
+	}
+	got := tablet.waitFor(before+40, 30*time.Second)
+	last := map[int64]int64{}
+	for _, m := range got {
+		if m.ConvSeq <= last[m.ConvID] {
+			t.Fatalf("tablet: conversation %d conv_seq %d after %d", m.ConvID, m.ConvSeq, last[m.ConvID])
+		}
+		last[m.ConvID] = m.ConvSeq
+	}
+	if p := done.Progress; p.Bodies != 8 || p.BodiesHeld != 4 {
+		t.Fatalf("progress %+v: want 8 bodies erased, 4 held", p)
+	}
+	checkGone(t, n, w, true, len(during))
+
+	// A new device of user 2 gets its whole inbox: user 1's messages are
+	// tombstones at their conv_seqs, the conversations stay dense.
+	isTombstone := func(m client.Message) bool { return m.Kind == wire.KindDeleted && m.Text == "" }
+	fresh := connectDevice(t, n.Node, 2, "fresh")
+	all := fresh.waitFor(5+3+len(w.sentBy2)+40, 30*time.Second)
+	dense := map[int64]int64{}
+	tombs := 0
+	for _, m := range all {
+		if m.ConvSeq != dense[m.ConvID]+1 {
+			t.Fatalf("fresh device: conversation %d conv_seq %d after %d", m.ConvID, m.ConvSeq, dense[m.ConvID])
+		}
+		dense[m.ConvID] = m.ConvSeq
+		if m.SenderUID == 1 {
+			if !isTombstone(m) {
+				t.Fatalf("fresh device: user 1's message %d is kind %d %q, want a tombstone (kind %d, no text)", m.MsgID, m.Kind, m.Text, wire.KindDeleted)
+			}
+			tombs++
+		} else if isTombstone(m) || m.Text == "" {
+			t.Fatalf("fresh device: message %d of user %d lost its body", m.MsgID, m.SenderUID)
+		}
+	}
+	if tombs != 8 {
+		t.Fatalf("fresh device: %d tombstones, want 8", tombs)
+	}
+
+	// User 3 pulls the group and the held conversation.
+	c3 := connectDevice(t, n.Node, 3, "pull")
+	pulled, _, err := c3.c.Pull(ctxT(t, 10*time.Second), w.group, 0, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tombs = 0
+	for i, m := range pulled {
+		if m.ConvSeq != int64(i+1) {
+			t.Fatalf("pull: conv_seq %d at %d", m.ConvSeq, i)
+		}
+		if m.SenderUID == 1 && isTombstone(m) {
+			tombs++
+		}
+	}
+	if tombs != 5 {
+		t.Fatalf("pull of the group: %d tombstones of user 1, want 5", tombs)
+	}
+	held, _, err := c3.c.Pull(ctxT(t, 10*time.Second), w.held, 0, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range held {
+		if m.SenderUID == 1 && (isTombstone(m) || !strings.HasPrefix(m.Text, "h1 message ")) {
+			t.Fatalf("pull of the held conversation: user 1's message %d is %d %q, want its body", m.ConvSeq, m.Kind, m.Text)
+		}
+	}
+
+	// An archive page (older ranges are read from Postgres) shows them so too.
+	page, err := n.Store.ArchivePage(context.Background(), nil, 2, 0, 1<<62, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tombs = 0
+	for _, m := range page {
+		if m.SenderUID == 1 && m.Kind == wire.KindDeleted && m.Text == "" {
+			tombs++
+		}
+	}
+	if tombs != 8 {
+		t.Fatalf("archive page of user 2: %d tombstones, want 8", tombs)
 	}
 }
