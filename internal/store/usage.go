@@ -34,17 +34,22 @@ const ExactCountBelow = 1_000_000
 // its partitions' sums) with their total size and their row estimate: the
 // larger of the statistics collector's live rows (current within seconds)
 // and the planner's reltuples (as of the last analyze; -1 before).
+// pg_partition_tree lists a partitioned table's tree and nothing for a
+// plain table, which stands for itself.
 const sqlTableStats = `
-	SELECT c.relname,
-	       (SELECT coalesce(sum(pg_total_relation_size(t.relid)), 0)::bigint FROM pg_partition_tree(c.oid) t),
-	       (SELECT coalesce(sum(GREATEST(coalesce(s.n_live_tup, 0), p.reltuples, 0)), 0)::bigint
-	        FROM pg_partition_tree(c.oid) t
-	        JOIN pg_class p ON p.oid = t.relid
-	        LEFT JOIN pg_stat_user_tables s ON s.relid = t.relid
-	        WHERE t.isleaf)
-	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-	WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-	ORDER BY c.relname`
+	WITH t AS (
+		SELECT c.oid AS root, c.relname, coalesce(pt.relid, c.oid) AS relid, coalesce(pt.isleaf, true) AS isleaf
+		FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN LATERAL pg_partition_tree(c.oid) pt ON c.relkind = 'p'
+		WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND NOT c.relispartition)
+	SELECT t.relname, sum(pg_total_relation_size(t.relid))::bigint,
+	       coalesce(sum(GREATEST(coalesce(s.n_live_tup, 0), p.reltuples, 0)) FILTER (WHERE t.isleaf), 0)::bigint
+	FROM t
+	JOIN pg_class p ON p.oid = t.relid
+	LEFT JOIN pg_stat_user_tables s ON s.relid = t.relid
+	GROUP BY t.root, t.relname
+	ORDER BY t.relname`
 
 // oldestOf is, per table with a time an index reaches cheaply, the query
 // of its oldest entry's time. inbox_archive has no time column: its oldest
