@@ -547,5 +547,20 @@ func (l *Lifecycle) stepVerify(ctx context.Context, j *job) error {
 		zap.Int("pass", j.d.Progress.Rounds), zap.Int64("memberships", r.Members), zap.Int64("cursors", r.Cursors),
 		zap.Int64("archive_rows", r.Archive), zap.Uint64("inbox_entries", entries))
 	j.next = firstStep
-	return nil
+	if j.d.Progress.Rounds < 3 {
+		return nil
+	}
+	// It keeps coming back: something still writes for the user (a
+	// device that stays logged in writes its cursor row back). Pass again,
+	// less and less often, and say so.
+	wait := min(time.Duration(j.d.Progress.Rounds)*l.opts.Poll, time.Minute)
+	j.d.Progress.Waiting = fmt.Sprintf("data of the user came back %d times (memberships %d, cursors %d, archive rows %d, inbox entries %d): a device still logged in? next pass in %s",
+		j.d.Progress.Rounds, r.Members, r.Cursors, r.Archive, entries, wait)
+	_ = l.save(ctx, j)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
+	}
 }

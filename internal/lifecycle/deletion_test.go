@@ -364,3 +364,79 @@ func TestUserDeletionKeepsHeldBodiesAndOthersReceiveInOrder(t *testing.T) {
 		t.Fatalf("archive page of user 2: %d tombstones, want 8", tombs)
 	}
 }
+
+// What comes back while a deletion runs — an inbox entry published late
+// (a fanout batch that committed before the memberships went) and a
+// cursor row written back (a device's gateway) — is found by the last
+// step, which sends the job through the steps once more: the deletion
+// completes with nothing left.
+func TestUserDeletionRemovesWhatCameBack(t *testing.T) {
+	n := startNode(t, testnode.Config(t, testenv.Database(t)))
+	w := populate(t, n)
+	js, err := jetstream.New(testnode.Admin(t, n.Node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := testnode.Layout()
+	p := ids.Partition(1, l.InboxPartitions)
+	var verifies atomic.Int32
+	lifecycle.SetTestHooks(n.Lifecycle, func(ctx context.Context, uid int64, step string) error {
+		if step != "verify" || verifies.Add(1) != 1 {
+			return nil
+		}
+		e := streams.Entry{MsgID: w.sentBy2[0], ConvID: w.group, ConvSeq: 6, SenderUID: 2, Kind: wire.KindText}
+		body, err := e.Marshal()
+		if err != nil {
+			return err
+		}
+		if _, err := js.PublishMsg(ctx, e.Msg(p, 1, body, "late")); err != nil {
+			return err
+		}
+		_, err = n.Store.Pool.Exec(ctx, `INSERT INTO device_cursor (uid, device, consumer, ack_seq) VALUES (1, 'back', 'd_1_back', 3)`)
+		return err
+	}, 100*time.Millisecond, 0, nil)
+	if _, err := adminOf(t, n.Node).DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	done := waitDone(t, n.Node, 1, 60*time.Second)
+	if done.Progress.Rounds != 1 || done.Progress.InboxEntries != int64(w.entries1)+1 || done.Progress.Cursors != int64(w.devices1)+1 {
+		t.Fatalf("done: %+v; want one more pass that removed the late entry and the cursor row", done.Progress)
+	}
+	checkGone(t, n, w, false, 0)
+}
+
+// The purge of the user's inbox waits until the archiver has copied its
+// partition up to the head: the archiver copies contiguous runs of
+// sequences only, and a purge ahead of it would leave it a gap it cannot
+// pass (and let it write a copy of a purged entry back into the archive).
+func TestUserDeletionPurgesOnlyBehindTheArchiver(t *testing.T) {
+	n := startNode(t, testnode.Config(t, testenv.Database(t)))
+	w := populate(t, n)
+	lifecycle.SetTestHooks(n.Lifecycle, nil, 100*time.Millisecond, 0, nil)
+	p := ids.Partition(1, testnode.Layout().InboxPartitions)
+	var archived int64
+	if err := n.Store.Pool.QueryRow(context.Background(), `SELECT archived_seq FROM archive_progress WHERE partition = $1`, p).Scan(&archived); err != nil {
+		t.Fatal(err)
+	}
+	// The archiver's mark as if it were behind (it is idle: nothing moves it).
+	if _, err := n.Store.Pool.Exec(context.Background(), `UPDATE archive_progress SET archived_seq = 1 WHERE partition = $1`, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminOf(t, n.Node).DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ac := adminOf(t, n.Node)
+	waitFor(t, 30*time.Second, "the deletion waits for the archiver", func() bool {
+		d, err := ac.Deletion(ctxT(t, 10*time.Second), 1)
+		return err == nil && d.Step == "inbox" && strings.Contains(d.Progress.Waiting, "archiver")
+	})
+	time.Sleep(500 * time.Millisecond)
+	if e := testenv.InboxEntries(t, n.NC, testnode.Layout(), 1); len(e) != w.entries1 {
+		t.Fatalf("%d of the user's %d inbox entries left while the archiver is behind: purged ahead of it", len(e), w.entries1)
+	}
+	if _, err := n.Store.Pool.Exec(context.Background(), `UPDATE archive_progress SET archived_seq = $2 WHERE partition = $1`, p, archived); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, n.Node, 1, 30*time.Second)
+	checkGone(t, n, w, false, 0)
+}
