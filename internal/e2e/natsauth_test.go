@@ -33,6 +33,7 @@ import (
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/natsauth"
 	"github.com/inboxd/inboxd/internal/node"
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
@@ -351,6 +352,33 @@ func TestSplitDeploymentWithServiceUsers(t *testing.T) {
 		if m.MsgID != ids[i] {
 			t.Fatalf("received %d as message %d, want %d", m.MsgID, i, ids[i])
 		}
+	}
+	// The syncer's data lifecycle with its own grants: a user deletion
+	// (consumers listed and deleted, the subject purged, the revocation
+	// asked for) and a housekeeping pass over every partition.
+	ac := &admin.Client{NC: testnode.Admin(t, syncer)}
+	if _, err := ac.DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		d, err := ac.Deletion(ctxT(t, 10*time.Second), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.State == store.DeletionDone {
+			if d.Progress.InboxEntries < 3 || d.Progress.Consumers != 1 { // its 3 messages, and receipts
+				t.Fatalf("deletion in a split deployment: %+v; want 3 inbox entries and the sender's consumer removed", d.Progress)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deletion is not done: %+v", d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := syncer.Lifecycle.Housekeep(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatalf("housekeeping as the syncer user: %v", err)
 	}
 	if s := logs.String(); strings.Contains(strings.ToLower(s), "permissions violation") {
 		t.Fatalf("a service was refused a subject it uses:\n%s", s)
