@@ -154,6 +154,9 @@ func (l *Lifecycle) runJob(ctx context.Context, uid int64) {
 	}
 	defer release()
 	d, found, err := l.st.UserDeletion(ctx, uid)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("user deletion: read the job", zap.Error(err))
+	}
 	if err != nil || !found || d.State == store.DeletionDone {
 		return
 	}

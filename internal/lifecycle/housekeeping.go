@@ -32,21 +32,26 @@ type HousekeepingReport struct {
 	Skipped              bool  // another syncer was doing a pass
 }
 
+// firstPassAfter is when the first pass runs after start (or Every, when
+// shorter): a syncer restarted more often than Every still housekeeps.
+const firstPassAfter = time.Minute
+
 func (l *Lifecycle) runHousekeeping(ctx context.Context) {
 	if l.opts.Every <= 0 {
 		return
 	}
-	t := time.NewTicker(l.opts.Every)
-	defer t.Stop()
+	next := time.NewTimer(min(firstPassAfter, l.opts.Every))
+	defer next.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-next.C:
 		}
 		if _, err := l.Housekeep(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn("housekeeping pass failed part way; the next pass goes on", zap.Error(err))
 		}
+		next.Reset(l.opts.Every)
 	}
 }
 
