@@ -1,8 +1,10 @@
 // Package client is the Go client of inboxd: it connects over WebSocket or
-// raw TCP, says hello with a signed token, reconnects with jittered backoff
-// (but not once its device logged in elsewhere: ErrReplaced), and sends
-// messages idempotently (a send is retried with the same client_msg_id
-// until the server answers STORED or REJECTED).
+// raw TCP, says hello with a signed token, refreshes the token on the
+// connection before it expires (Options.RefreshToken), reconnects with
+// jittered backoff (but not once its device logged in elsewhere,
+// ErrReplaced, or was revoked, ErrRevoked), and sends messages
+// idempotently (a send is retried with the same client_msg_id until the
+// server answers STORED or REJECTED).
 package client
 
 import (
@@ -34,6 +36,15 @@ type Options struct {
 	// token on every (re)connect instead.
 	Token     string
 	TokenFunc func(ctx context.Context) (string, error)
+	// RefreshToken, when set, is asked for a new token of the same uid and
+	// device before the current one expires (the welcome and each refresh
+	// say when): the client hands it to the server on the connection (a
+	// refresh frame), and the session goes on past the old token's exp.
+	// It is asked too before a reconnect when the token expired or was
+	// refused (TOKEN_EXPIRED, UNAUTHENTICATED), unless TokenFunc is set.
+	// Without it, the server ends a connection at its token's exp
+	// (TOKEN_EXPIRED) and the client reconnects with Token or TokenFunc.
+	RefreshToken func(ctx context.Context) (string, error)
 	// DeviceKind is mobile, desktop or web (default desktop).
 	DeviceKind string
 	// DialTimeout bounds one connection attempt including hello (default 10s).
@@ -49,7 +60,8 @@ type Options struct {
 	LocalAddr net.Addr
 	// OnError, when set, receives the errors the client gets over (protocol
 	// errors from the server, lost connections, failed connection
-	// attempts), and once the error that stopped it (ErrReplaced).
+	// attempts, refused token refreshes), and once the error that stopped
+	// it (ErrReplaced, ErrRevoked).
 	OnError func(error)
 
 	// Handler receives the device's messages (see Handler). Without one the
@@ -125,6 +137,15 @@ var ErrClosed = errors.New("client: closed")
 // elsewhere") and Dials again only if the user wants the session back.
 var ErrReplaced = errors.New("client: session replaced")
 
+// ErrRevoked ends a client whose device or user was revoked by an
+// operator (inboxctl user revoke): the server closed its connection, or
+// refused its hello, with REVOKED, and refuses every token of the device
+// issued before the revocation. The client stops for good, like
+// ErrReplaced (Done, Err, Close, pending sends and later calls; it wraps
+// the server's *wire.Error): the user signs in again, and the application
+// Dials with a token issued after the revocation.
+var ErrRevoked = errors.New("client: revoked")
+
 // Client is a connection to inboxd that survives reconnects.
 type Client struct {
 	opts Options
@@ -133,7 +154,8 @@ type Client struct {
 	cur     *session
 	welcome *pb.Welcome
 	closed  bool  // by Close or by the server (err)
-	err     error // why the server stopped the client (ErrReplaced), nil after Close
+	err     error // why the server stopped the client (ErrReplaced, ErrRevoked), nil after Close
+	tok     tokenState
 
 	// Sends: every send not answered for good is in pending; those waiting
 	// for a slot on the wire are in queue, in issue order. At most limit are
@@ -172,9 +194,10 @@ type pendingSend struct {
 
 // Dial connects, says hello and waits for welcome. The client then keeps the
 // connection up (reconnecting as needed) until Close, or until the device
-// logs in on another connection (ErrReplaced, after which it does not
-// reconnect). Dial fails when the first connection fails: a wrong token or
-// URL is reported, not retried.
+// logs in on another connection (ErrReplaced) or is revoked (ErrRevoked),
+// after which it does not reconnect. Dial fails when the first connection
+// fails: a wrong token or URL is reported, not retried (a revoked device's
+// token: errors.Is(err, ErrRevoked)).
 func Dial(ctx context.Context, opts Options) (*Client, error) {
 	opts.setDefaults()
 	c := &Client{
@@ -213,7 +236,7 @@ func (c *Client) Welcome() *pb.Welcome {
 func (c *Client) Done() <-chan struct{} { return c.done }
 
 // Err is nil while the client runs. Once it stopped it is ErrClosed after
-// Close, or the error that stopped it on its own (ErrReplaced).
+// Close, or the error that stopped it on its own (ErrReplaced, ErrRevoked).
 func (c *Client) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -233,7 +256,7 @@ func (c *Client) stopErrLocked() error {
 
 // Close ends the session and stops reconnecting. Pending sends fail with
 // ErrClosed. Close of a client that had stopped on its own returns the
-// reason (ErrReplaced) once it is fully stopped.
+// reason (ErrReplaced, ErrRevoked) once it is fully stopped.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -270,12 +293,20 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// replacedBy stops the client because the server replaced s (see
-// ErrReplaced). The client is marked stopped before the connection closes,
-// so that everything waiting on s learns why; run finishes the stop.
-func (c *Client) replacedBy(s *session, werr *wire.Error) {
-	err := fmt.Errorf("%w: %w", ErrReplaced, werr)
-	s.replaced = err
+// stoppedBy stops the client because the server ended s for good (why:
+// ErrReplaced or ErrRevoked). The client is marked stopped before the
+// connection closes, so that everything waiting on s learns why; run
+// finishes the stop.
+func (c *Client) stoppedBy(s *session, why error, werr *wire.Error) {
+	err := fmt.Errorf("%w: %w", why, werr)
+	s.stopped = err
+	c.stopWith(err)
+	s.conn.close()
+}
+
+// stopWith marks the client stopped by err (unless Close came first) and
+// reports it once.
+func (c *Client) stopWith(err error) {
 	c.mu.Lock()
 	first := !c.closed
 	if first { // not during Close: then it is only closed
@@ -285,20 +316,12 @@ func (c *Client) replacedBy(s *session, werr *wire.Error) {
 	if first {
 		c.report(err)
 	}
-	s.conn.close()
 }
 
 func (c *Client) report(err error) {
 	if c.opts.OnError != nil && err != nil {
 		c.opts.OnError(err)
 	}
-}
-
-func (c *Client) token(ctx context.Context) (string, error) {
-	if c.opts.TokenFunc != nil {
-		return c.opts.TokenFunc(ctx)
-	}
-	return c.opts.Token, nil
 }
 
 // connect dials and completes hello.
@@ -335,7 +358,7 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 		s.welcome = m
 	case *pb.Error:
 		cn.close()
-		return nil, wire.FromProto(m)
+		return nil, c.helloRefused(wire.FromProto(m))
 	default:
 		cn.close()
 		return nil, fmt.Errorf("client: expected welcome, got %T", m)
@@ -343,7 +366,8 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	return s, nil
 }
 
-// run keeps a session up until Close or a replacement (ErrReplaced).
+// run keeps a session up until Close, a replacement (ErrReplaced) or a
+// revocation (ErrRevoked).
 func (c *Client) run(s *session) {
 	defer close(c.done)
 	attempt := 0
@@ -358,9 +382,10 @@ func (c *Client) run(s *session) {
 			attempt = 0
 			s.run()
 			c.down(s)
-			if s.replaced != nil {
+			if s.stopped != nil {
 				// The device logged in elsewhere: that login wins (see
-				// ErrReplaced). handle already marked the client stopped.
+				// ErrReplaced); or it was revoked (ErrRevoked). handle
+				// already marked the client stopped.
 				c.cancel()
 				c.mu.Lock()
 				err := c.stopErrLocked()
@@ -385,6 +410,12 @@ func (c *Client) run(s *session) {
 		var err error
 		s, err = c.connect(c.ctx)
 		hint = 0
+		if errors.Is(err, ErrRevoked) {
+			c.stopWith(err)
+			c.cancel()
+			c.failPending(err)
+			return
+		}
 		if err != nil {
 			c.report(err)
 			s = nil
@@ -422,6 +453,7 @@ func (c *Client) up(s *session) bool {
 	c.mu.Unlock()
 	c.applySummary(s.welcome.GetSummary())
 	c.mu.Lock()
+	c.tok.exp = msTime(s.welcome.GetTokenExpiresAtMs())
 	c.limit = int(s.welcome.GetMaxInflightSends())
 	if c.limit <= 0 {
 		c.limit = 256
@@ -435,6 +467,9 @@ func (c *Client) up(s *session) bool {
 	c.mu.Unlock()
 	c.pump(s)
 	c.toReceiver(event{s: s, start: true})
+	if c.opts.RefreshToken != nil && s.welcome.GetTokenExpiresAtMs() > 0 {
+		go s.keepToken(msTime(s.welcome.GetTokenExpiresAtMs()))
+	}
 	return true
 }
 
@@ -516,10 +551,11 @@ type session struct {
 	welcome *pb.Welcome
 	done    chan struct{}
 	// hint is the retry_after_ms of the fatal error the server ended the
-	// session with; replaced is set when that error was SESSION_REPLACED.
-	// Both are written by run's goroutine and read once run returned.
-	hint     time.Duration
-	replaced error
+	// session with; stopped is set when that error stops the client
+	// (SESSION_REPLACED, REVOKED). Both are written by run's goroutine and
+	// read once run returned.
+	hint    time.Duration
+	stopped error
 }
 
 // retryAfter is the server's hint for when to come back (0: none).
@@ -546,7 +582,7 @@ func (s *session) run() {
 		s.conn.setReadDeadline(time.Now().Add(3 * hb))
 		frame, err := s.conn.readFrame()
 		if err != nil {
-			if s.c.ctx.Err() == nil && s.replaced == nil {
+			if s.c.ctx.Err() == nil && s.stopped == nil {
 				s.c.report(fmt.Errorf("client: connection lost: %w", err))
 			}
 			return
@@ -587,9 +623,15 @@ func (s *session) handle(m proto.Message) {
 		if m.GetRequestId() != 0 && s.c.answer(m.GetRequestId(), m) {
 			return
 		}
-		if err.Code == pb.ErrorCode_SESSION_REPLACED {
-			s.c.replacedBy(s, err)
+		switch {
+		case err.Code == pb.ErrorCode_SESSION_REPLACED:
+			s.c.stoppedBy(s, ErrReplaced, err)
 			return
+		case err.Code == pb.ErrorCode_REVOKED && err.Fatal:
+			s.c.stoppedBy(s, ErrRevoked, err)
+			return
+		case err.Code == pb.ErrorCode_TOKEN_EXPIRED:
+			s.c.tokenExpired() // the reconnect asks RefreshToken first
 		}
 		s.c.report(err)
 		if err.Code == pb.ErrorCode_FRAME_TOO_LARGE {
@@ -608,6 +650,8 @@ func (s *session) handle(m proto.Message) {
 	case *pb.ReadCountResult:
 		s.c.answer(m.GetRequestId(), m)
 	case *pb.Summary:
+		s.c.answer(m.GetRequestId(), m)
+	case *pb.RefreshResult:
 		s.c.answer(m.GetRequestId(), m)
 	case *pb.Pong:
 	}

@@ -17,6 +17,13 @@ import (
 func (c *Client) request(ctx context.Context, build func(id uint64) proto.Message) (proto.Message, error) {
 	c.mu.Lock()
 	s := c.cur
+	c.mu.Unlock()
+	return c.requestOn(ctx, s, build)
+}
+
+// requestOn is request on session s (nil: not connected).
+func (c *Client) requestOn(ctx context.Context, s *session, build func(id uint64) proto.Message) (proto.Message, error) {
+	c.mu.Lock()
 	c.nextReq++
 	id := c.nextReq
 	ch := make(chan proto.Message, 1)

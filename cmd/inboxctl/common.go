@@ -21,6 +21,8 @@ type conn struct {
 	nats     string
 	natsUser string
 	natsPass string
+	creds    string // a NATS credentials file: replaces user and password
+	ca       string // the CA that verifies the NATS server (TLS)
 	url      string
 	secret   string
 }
@@ -34,11 +36,15 @@ func (c *conn) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.nats, "nats", "nats://127.0.0.1:4222", "NATS URL of the admin API (env NATS_URL)")
 	fs.StringVar(&c.natsUser, "nats-user", string(natsauth.Admin), "NATS user (env NATS_USER)")
 	fs.StringVar(&c.natsPass, "nats-password", "", "NATS password (env NATS_PASSWORD; default $INBOXD_NATS_PASSWORD_ADMIN or the development password)")
+	fs.StringVar(&c.creds, "nats-creds", "", "NATS credentials file (JWT and nkey seed) instead of user and password (env INBOXD_NATS_CREDS)")
+	fs.StringVar(&c.ca, "nats-ca", "", "PEM CA that verifies the NATS server's TLS certificate (env INBOXD_NATS_CA)")
 	fs.StringVar(&c.url, "url", "ws://127.0.0.1:7070/ws", "gateway URL: ws://host:port/ws or tcp://host:port (env INBOXD_URL)")
 	fs.StringVar(&c.secret, "secret", auth.DevSecret, "token signing secret (env INBOXD_TOKEN_SECRET; default the development secret)")
 	fromEnv(&c.nats, "NATS_URL")
 	fromEnv(&c.natsUser, "NATS_USER")
 	fromEnv(&c.natsPass, "NATS_PASSWORD")
+	fromEnv(&c.creds, "INBOXD_NATS_CREDS")
+	fromEnv(&c.ca, "INBOXD_NATS_CA")
 	fromEnv(&c.url, "INBOXD_URL")
 	fromEnv(&c.secret, "INBOXD_TOKEN_SECRET")
 	fs.Usage = config.Usage(fs, nil)
@@ -78,10 +84,27 @@ func (l *int64List) Set(v string) error {
 }
 
 // connectNATS connects to the admin API's NATS server as the admin user.
+// With --nats-creds the credentials file is the login; with --nats-ca the
+// server is verified by that CA, as the services do (internal/node).
 func (c *conn) connectNATS() (*nats.Conn, error) {
-	pw := c.natsPass
-	if pw == "" {
-		pw = natsauth.Password(natsauth.Role(c.natsUser))
+	var opts []nats.Option
+	if c.creds != "" {
+		if _, err := os.Stat(c.creds); err != nil {
+			return nil, fmt.Errorf("--nats-creds: %w", err)
+		}
+		opts = append(opts, nats.UserCredentials(c.creds))
+	} else {
+		pw := c.natsPass
+		if pw == "" {
+			pw = natsauth.Password(natsauth.Role(c.natsUser))
+		}
+		opts = append(opts, nats.UserInfo(c.natsUser, pw))
 	}
-	return natsconn.Connect(c.nats, "inboxctl", zap.NewNop(), nats.UserInfo(c.natsUser, pw))
+	if c.ca != "" {
+		if _, err := os.Stat(c.ca); err != nil {
+			return nil, fmt.Errorf("--nats-ca: %w", err)
+		}
+		opts = append(opts, nats.RootCAs(c.ca))
+	}
+	return natsconn.Connect(c.nats, "inboxctl", zap.NewNop(), opts...)
 }

@@ -8,7 +8,8 @@
 //	inboxctl sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind K]
 //	inboxctl trace MSG_ID
 //	inboxctl audit [--older-than 10m]
-//	inboxctl token --uid U --device D [--ttl 24h]
+//	inboxctl token --uid U --device D [--ttl 24h] [--kid K] [--issuer I]
+//	inboxctl user revoke --uid U [--device D]
 //	inboxctl user delete --uid U [--again] [--timeout 10m] [--no-wait]
 //	inboxctl usage
 //	inboxctl streams export --dir DIR
@@ -40,7 +41,9 @@ commands:
                                                              print the device's messages, one JSON line each, and confirm them
   trace MSG_ID                                               a message's status per recipient and device (STORED, DELIVERED, READ)
   audit [--older-than 10m]                                   messages that connected devices did not confirm
-  token --uid U --device D [--ttl 24h]                       print a signed client token
+  token --uid U --device D [--ttl 24h] [--kid K] [--issuer I] print a signed client token
+  user revoke --uid U [--device D]                           revoke a device (default: every device of the user):
+                                                             its connections close, its tokens issued until now are refused
   user delete --uid U [--again] [--timeout 10m] [--no-wait]  delete the user's inbox, cursors, memberships and sent bodies
                                                              (unless held); waits until done, then exits 0
   usage                                                      per stream and per table: entries, bytes, the oldest entry

@@ -8,20 +8,31 @@ import (
 	"github.com/inboxd/inboxd/internal/auth"
 )
 
+// tokenRequest is what `inboxctl token` signs.
+type tokenRequest struct {
+	secret, kid, issuer string
+	uid                 int64
+	device              string
+	ttl                 time.Duration
+}
+
 func tokenCmd(args []string) int {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	var c conn
 	c.register(fs)
-	uid := fs.Int64("uid", 0, "uid")
-	device := fs.String("device", "", "device id")
-	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
+	var r tokenRequest
+	fs.Int64Var(&r.uid, "uid", 0, "uid")
+	fs.StringVar(&r.device, "device", "", "device id")
+	fs.DurationVar(&r.ttl, "ttl", auth.DefaultMaxTTL, "validity; gateways refuse tokens longer than their --token-max-ttl (default the same)")
+	fs.StringVar(&r.kid, "kid", "", "key id (kid header) of --secret in the gateways' --token-keys set (env INBOXD_TOKEN_KID); none: a key without kid such as --token-secret")
+	fs.StringVar(&r.issuer, "issuer", "", "iss claim, for gateways with --token-issuer (env INBOXD_TOKEN_ISSUER)")
+	fromEnv(&r.kid, "INBOXD_TOKEN_KID") // after registering, as conn.register does
+	fromEnv(&r.issuer, "INBOXD_TOKEN_ISSUER")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *uid <= 0 || *device == "" {
-		return fail(errors.New("token needs --uid and --device"))
-	}
-	tok, err := auth.NewSigner(c.secret).Issue(*uid, *device, *ttl)
+	r.secret = c.secret
+	tok, err := r.issue()
 	if err != nil {
 		return fail(err)
 	}
@@ -29,4 +40,11 @@ func tokenCmd(args []string) int {
 		Token string `json:"token"`
 	}{tok})
 	return 0
+}
+
+func (r tokenRequest) issue() (string, error) {
+	if r.uid <= 0 || r.device == "" {
+		return "", errors.New("token needs --uid and --device")
+	}
+	return auth.NewSigner(r.secret).WithKeyID(r.kid).WithIssuer(r.issuer).Issue(r.uid, r.device, r.ttl)
 }

@@ -1,6 +1,6 @@
 // Package admin is inboxd's admin API: a NATS micro service (discoverable
 // with `nats micro ls`) to create conversations and change their members,
-// and the typed client inboxctl uses.
+// to revoke users and devices, and the typed client inboxctl uses.
 package admin
 
 import "github.com/inboxd/inboxd/internal/store"
@@ -16,6 +16,7 @@ const (
 	SubjectConvShow   = "inboxd.admin.conv.show"
 	SubjectMsgTrace   = "inboxd.admin.msg.trace"
 	SubjectAudit      = "inboxd.admin.audit"
+	SubjectUserRevoke = "inboxd.admin.user.revoke"
 
 	// SubjectConvChanged (core NATS) announces a membership change; its
 	// payload is the decimal conv_id. Caches listen to it; correctness does
@@ -82,4 +83,22 @@ type AuditRequest struct {
 // AuditResponse lists them.
 type AuditResponse struct {
 	Stuck []store.Stuck `json:"stuck"`
+}
+
+// RevokeRequest revokes a user's device, or with Device empty every device
+// of the user: their tokens issued until now are refused (at hello and in
+// a refresh), and their open connections close with REVOKED on every
+// gateway. A token issued after the revocation works (iat has a precision
+// of a second: from the next second on).
+type RevokeRequest struct {
+	UID    int64  `json:"uid"`
+	Device string `json:"device,omitempty"`
+}
+
+// RevokeResponse says what was recorded, once it is durable and announced
+// to the gateways.
+type RevokeResponse struct {
+	UID         int64  `json:"uid"`
+	Device      string `json:"device"` // "": every device
+	RevokedAtMs int64  `json:"revoked_at_ms"`
 }

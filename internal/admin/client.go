@@ -72,3 +72,9 @@ func (c *Client) Audit(ctx context.Context, r AuditRequest) (AuditResponse, erro
 	var out AuditResponse
 	return out, c.call(ctx, SubjectAudit, r, &out)
 }
+
+// Revoke revokes a user's device, or every device of the user.
+func (c *Client) Revoke(ctx context.Context, r RevokeRequest) (RevokeResponse, error) {
+	var out RevokeResponse
+	return out, c.call(ctx, SubjectUserRevoke, r, &out)
+}

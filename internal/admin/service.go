@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -33,7 +34,7 @@ func Start(nc *nats.Conn, js jetstream.JetStream, l streams.Layout, st *store.St
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     Version,
-		Description: "inboxd admin: conversations and membership",
+		Description: "inboxd admin: conversations, membership and revocations",
 	})
 	if err != nil {
 		return nil, err
@@ -49,6 +50,7 @@ func Start(nc *nats.Conn, js jetstream.JetStream, l streams.Layout, st *store.St
 		{"conv_show", SubjectConvShow, s.show},
 		{"msg_trace", SubjectMsgTrace, s.trace},
 		{"audit", SubjectAudit, s.audit},
+		{"user_revoke", SubjectUserRevoke, s.revoke},
 	} {
 		if err := svc.AddEndpoint(e.name, s.handler(e.h), micro.WithEndpointSubject(e.subject)); err != nil {
 			_ = svc.Stop()
@@ -189,4 +191,26 @@ func (s *Service) audit(ctx context.Context, req micro.Request) (any, error) {
 		return nil, err
 	}
 	return AuditResponse{Stuck: stuck}, nil
+}
+
+// revoke records the revocation in Postgres, then announces it on the
+// user's kick subject, where every gateway holding a connection of the
+// user listens. The announcement leaves on this connection before the
+// answer does, so an answer means the NATS server has it. A gateway that
+// misses it (cut from NATS) finds the revocation in its sweep.
+func (s *Service) revoke(ctx context.Context, req micro.Request) (any, error) {
+	var r RevokeRequest
+	if err := decode(req, &r); err != nil {
+		return nil, err
+	}
+	at, err := s.st.Revoke(ctx, r.UID, r.Device)
+	if err != nil {
+		return nil, err
+	}
+	p := ids.Partition(r.UID, s.l.InboxPartitions)
+	if err := s.nc.Publish(streams.UserKick(p, r.UID), streams.RevokeAnnouncement(r.Device, at)); err != nil {
+		return nil, fmt.Errorf("revocation of %d/%q recorded, announcing it failed (the gateways' sweep applies it): %w", r.UID, r.Device, err)
+	}
+	s.log.Info("revoked", zap.Int64("uid", r.UID), zap.String("device", r.Device), zap.Time("revoked_at", at))
+	return RevokeResponse{UID: r.UID, Device: r.Device, RevokedAtMs: at.UnixMilli()}, nil
 }

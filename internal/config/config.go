@@ -78,6 +78,12 @@ type Config struct {
 	DebugHTTPAddr string
 	DrainDelay    time.Duration
 
+	// Keys and exposure (issue 13: internal/node/secure.go, internal/auth).
+	Dev           bool          // allow development secrets on reachable addresses
+	TokenKeysFile string        // JSON key set, each key with a kid
+	TokenIssuer   string        // when set, a token's iss must equal it
+	TokenMaxTTL   time.Duration // longest exp − iat accepted
+
 	// Syncer housekeeping (issue 15, item 6): how long a device may stay
 	// unseen before its cursor row is forgotten, how long a refused
 	// send's answer is kept, and how often housekeeping runs.
@@ -123,6 +129,7 @@ func Defaults() Config {
 		RequestRate:       float64(gw.RequestRate),
 		PreauthConns:      gw.PreauthConns,
 		PreauthConnsPerIP: gw.PreauthConnsPerIP,
+		TokenMaxTTL:       auth.DefaultMaxTTL,
 
 		DeviceForget:      lc.DeviceForget,
 		RejectHorizon:     lc.RejectHorizon,
@@ -175,6 +182,7 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 	fs.IntVar(&c.Layout.SendPartitions, "send-partitions", c.Layout.SendPartitions, "SEND partitions, fixed at install (env INBOXD_SEND_PARTITIONS)")
 	fs.StringVar(&c.DebugHTTPAddr, "debug-http", c.DebugHTTPAddr, "debug HTTP address, loopback only: /debug/pprof, /debug/sessions; unauthenticated (env INBOXD_DEBUG_HTTP; default off)")
 	fs.DurationVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "after SIGTERM/SIGINT, serve this long with /readyz 503 before closing connections; a second signal cuts it short (env INBOXD_DRAIN_DELAY)")
+	fs.BoolVar(&c.Dev, "dev", c.Dev, "allow the development secrets and passwords on addresses reachable beyond loopback, for a trial; logged loudly (env INBOXD_DEV)")
 	if roles&RoleEmbeddedNATS != 0 {
 		fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream file store under DIR/jetstream)")
 		fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "client address of the embedded NATS server (the nats CLI connects here)")
@@ -219,6 +227,9 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.Float64Var(&c.RequestRate, "request-rate", c.RequestRate, "summary_request, read, read_count, ack_range and refresh frames per second per user, burst twice that")
 		fs.IntVar(&c.PreauthConns, "preauth-conns", c.PreauthConns, "connections that have not finished hello, per gateway; more are closed at once")
 		fs.IntVar(&c.PreauthConnsPerIP, "preauth-conns-per-ip", c.PreauthConnsPerIP, "connections that have not finished hello, per remote IP (IPv6: per /64); more are closed at once")
+		fs.StringVar(&c.TokenKeysFile, "token-keys", c.TokenKeysFile, "JSON key set of client token keys, each with a kid, for rotation (docs/protocol.md) (env INBOXD_TOKEN_KEYS)")
+		fs.StringVar(&c.TokenIssuer, "token-issuer", c.TokenIssuer, "when set, a client token's iss must equal it (env INBOXD_TOKEN_ISSUER)")
+		fs.DurationVar(&c.TokenMaxTTL, "token-max-ttl", c.TokenMaxTTL, "longest client token lifetime (exp - iat) accepted; tokens without iat are refused (env INBOXD_TOKEN_MAX_TTL)")
 	}
 	if roles&RoleFanout != 0 {
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
@@ -243,12 +254,15 @@ func (c *Config) Validate() error {
 	if c.AckTimeout < 0 {
 		return fmt.Errorf("config: ack-timeout %s is negative (0 means 3 heartbeats)", c.AckTimeout)
 	}
+	if c.TokenMaxTTL <= 0 {
+		return fmt.Errorf("config: --token-max-ttl %s must be positive", c.TokenMaxTTL)
+	}
 	if c.DeviceForget < 0 || c.RejectHorizon < 0 || c.HousekeepingEvery < 0 {
-		return fmt.Errorf("config: device-forget %s, reject-horizon %s and housekeeping-every %s must not be negative (0 turns each off)",
+		return fmt.Errorf("config: --device-forget %s, --reject-horizon %s and --housekeeping-every %s must not be negative (0 turns each off)",
 			c.DeviceForget, c.RejectHorizon, c.HousekeepingEvery)
 	}
 	if c.DeviceForget > 0 && c.DeviceForget <= c.DeviceReap {
-		return fmt.Errorf("config: device-forget %s must exceed device-reap %s (a device is forgotten after its consumer was reaped), or be 0 (never)", c.DeviceForget, c.DeviceReap)
+		return fmt.Errorf("config: --device-forget %s must exceed --device-reap %s (a device is forgotten after its consumer was reaped), or be 0 (never)", c.DeviceForget, c.DeviceReap)
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)

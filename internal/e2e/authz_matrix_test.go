@@ -318,16 +318,12 @@ func (m *matrix) as(t *testing.T, tr string, uid int64) *wireConn {
 	return c
 }
 
-// subjectRevoke is where the admin API revokes a user's device (issue 13,
-// item 2). It is not on this branch: the row that uses it fails saying so.
-const subjectRevoke = "inboxd.admin.revoke"
-
 // revoke revokes uid's device through the admin API.
 func (m *matrix) revoke(uid int64, device string) error {
 	req, _ := json.Marshal(map[string]any{"uid": uid, "device": device})
-	msg, err := m.ac.NC.Request(subjectRevoke, req, 5*time.Second)
+	msg, err := m.ac.NC.Request(admin.SubjectUserRevoke, req, 5*time.Second)
 	if err != nil {
-		return fmt.Errorf("revoke %d/%s through the admin API (%s): %w", uid, device, subjectRevoke, err)
+		return fmt.Errorf("revoke %d/%s through the admin API (%s): %w", uid, device, admin.SubjectUserRevoke, err)
 	}
 	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
 		return fmt.Errorf("revoke %d/%s: %s %s", uid, device, code, msg.Header.Get("Nats-Service-Error"))

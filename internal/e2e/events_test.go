@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,10 @@ func TestJSONBackfillCarriesEvents(t *testing.T) {
 	} {
 		c, _ := dialJSON(t, n, tc.uid, "browser")
 		evs := c.backfillEvents()
+		// The delivered and the read receipt travel separate paths (the
+		// ack's event writer, the read request) and may reach the inbox
+		// in either order; each is a position, so order does not matter.
+		slices.SortFunc(evs, func(a, b *pb.Event) int { return int(a.GetType()) - int(b.GetType()) })
 		if len(evs) != len(tc.want) {
 			t.Fatalf("uid %d: backfill events %v, want %v", tc.uid, evs, tc.want)
 		}

@@ -41,7 +41,7 @@ type Conn struct {
 	// of one device, the one that began later wins (router kicks).
 	born int64
 
-	id   auth.Identity
+	id   auth.Identity // from the hello's token; a refresh changes only tokenIat and tokenExp
 	kind string
 
 	outMu    sync.Mutex
@@ -56,6 +56,12 @@ type Conn struct {
 	inflight atomic.Int32 // sends awaiting a result
 	closing  bool         // a fatal frame is queued (reader goroutine only)
 	pings    int          // pings received (reader goroutine only)
+
+	// The current token (mu): the connection ends at tokenExp (expiry,
+	// tokenlife.go) unless a refresh moves it; a revocation closes it when
+	// it covers tokenIat.
+	tokenIat, tokenExp time.Time
+	expiry             *time.Timer
 }
 
 func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {
@@ -160,6 +166,7 @@ func (c *Conn) close() {
 	c.once.Do(func() {
 		close(c.done)
 		_ = c.nc.Close()
+		c.stopExpiry()
 		if s := c.session(); s != nil {
 			s.close()
 		}
@@ -350,6 +357,9 @@ func (c *Conn) handle(t wire.FrameType, m proto.Message) bool {
 		return true
 	case *pb.ReadCount:
 		c.handleReadCount(m)
+		return true
+	case *pb.Refresh:
+		c.handleRefresh(m)
 		return true
 	case *pb.Hello:
 		c.fail(wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "hello was already received on this connection"), false)

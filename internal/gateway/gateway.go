@@ -38,8 +38,9 @@ type Gateway struct {
 	events   *eventWriter
 	limits   *limits
 	// loginWarns rate-limits the log lines of refused logins.
-	loginWarns *logLimiter
-	epoch      uint64
+	loginWarns  *logLimiter
+	revocations *revocationSweep
+	epoch       uint64
 
 	resultPrefix string
 	resultSub    *nats.Subscription
@@ -74,6 +75,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 	g.limits = newLimits(&g.opts, st, g.metrics)
 	g.sends = newSendTracker(g)
 	g.router = newRouter(g)
+	g.revocations = newRevocationSweep(g)
 	g.pageGate = newPageGate(pageSlots)
 	g.parts = &partInfos{g: g, m: make([]partInfo, opts.Layout.InboxPartitions)}
 	g.mirror = &cursorMirror{g: g}
@@ -121,6 +123,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		func() { g.mirror.run(ctx, time.Second) },
 		func() { g.watchReconnects(ctx) },
 		func() { g.limits.run(ctx) },
+		func() { g.revocations.run(ctx, g.opts.RevocationSweep) },
 	} {
 		g.wg.Add(1)
 		go func() {
@@ -190,7 +193,8 @@ func (g *Gateway) forget(c *Conn) {
 
 // watchReconnects makes every session re-read its tail after the gateway's
 // NATS connection came back: live announcements (core NATS, at most once)
-// sent while it was away are lost, the inbox entries are not.
+// sent while it was away are lost, the inbox entries are not. Revocation
+// announcements too: the revocations are swept at once.
 func (g *Gateway) watchReconnects(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
@@ -209,6 +213,7 @@ func (g *Gateway) watchReconnects(ctx context.Context) {
 		case <-t.C:
 			if n := reconnects(); n != last {
 				last = n
+				g.revocations.now()
 				g.bodies.clear() // body erasures announced meanwhile were missed
 				for _, s := range g.router.all() {
 					s.tailCheck()

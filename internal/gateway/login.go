@@ -13,10 +13,12 @@ import (
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
-// The login: the first frame must be a hello with a valid token; then the
-// device's session opens while its summary is read, the welcome goes out
-// first, and the session starts. Every refusal is a fatal coded error, and
-// a log line with the remote address (rate-limited: loginFailed).
+// The login: the first frame must be a hello with a valid token that is
+// not revoked (checked in the query that reads the summary); then the
+// device's session opens, the welcome goes out first, and the session
+// starts; the connection lives until the token's exp (tokenlife.go).
+// Every refusal is a fatal coded error, and a log line with the remote
+// address (rate-limited: loginFailed).
 
 // hello runs the login. It reports whether the session may go on.
 func (c *Conn) hello() bool {
@@ -31,12 +33,24 @@ func (c *Conn) hello() bool {
 		c.loginFailed(wire.Errorf(pb.ErrorCode_UNAUTHENTICATED, "%v", err), nil)
 		return false
 	}
+	if !id.ExpiresAt.After(time.Now()) {
+		// Past exp, accepted only by the verifier's leeway for clock
+		// skew: the connection would end right after its welcome.
+		c.g.metrics.authFailures.Inc()
+		c.loginFailed(wire.Errorf(pb.ErrorCode_TOKEN_EXPIRED, "the token expired at %s; get a new token",
+			id.ExpiresAt.UTC().Format(time.RFC3339)), nil)
+		return false
+	}
 	kind, werr := deviceKind(h.GetDeviceKind())
 	if werr != nil {
 		c.loginFailed(werr, nil)
 		return false
 	}
 	c.id, c.kind = id, kind
+	// The deadline runs from now: a token that expires while the session
+	// opens ends the login with TOKEN_EXPIRED; and a revocation that
+	// arrives meanwhile is checked against this token's iat.
+	c.setToken(id.IssuedAt, id.ExpiresAt)
 	if !c.admitDevice() {
 		return false
 	}
@@ -103,23 +117,25 @@ func deviceKind(k string) (string, *wire.Error) {
 	return "", wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "device_kind %q: want mobile, desktop or web", k)
 }
 
-// openSession opens the device's session and reads the first page of its
-// summary meanwhile (a Postgres read by uid that does not depend on the
-// session). Either failing fails the login: an empty summary would tell
-// the device it has nothing unread, and the client retries UNAVAILABLE
-// with backoff.
+// openSession reads the revocation covering the device and the first page
+// of its summary (one Postgres round trip), then opens the device's
+// session. The revocation is known before the session registers: a
+// revoked token must not replace (SESSION_REPLACED) the device's
+// legitimate session before it is refused. Either failing fails the
+// login: an empty summary would tell the device it has nothing unread,
+// and the client retries UNAVAILABLE with backoff.
 func (c *Conn) openSession(id auth.Identity) (*session, uint64, *pb.Summary, bool) {
-	type summaryResult struct {
-		s   *pb.Summary
-		err error
+	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ls, err := c.g.st.Login(lctx, id.UID, id.Device)
+	cancel()
+	if err != nil {
+		c.loginFailed(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot read the login summary now; retry"), err)
+		return nil, 0, nil, false
 	}
-	summaryCh := make(chan summaryResult, 1)
-	go func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		sm, err := c.summary(sctx, 0)
-		summaryCh <- summaryResult{sm, err}
-	}()
+	if revokes(ls.RevokedAt, id.IssuedAt) {
+		c.loginFailed(revokedError(ls.RevokedAt), nil)
+		return nil, 0, nil, false
+	}
 	sess, pending, err := c.g.startSession(context.Background(), c)
 	if errors.Is(err, errTooManyConns) {
 		c.loginFailed(wire.Errorf(pb.ErrorCode_LIMIT_EXCEEDED, "user %d already holds %d connections on this gateway", id.UID, c.g.opts.MaxConnsPerUser), nil)
@@ -133,13 +149,7 @@ func (c *Conn) openSession(id auth.Identity) (*session, uint64, *pb.Summary, boo
 		c.loginFailed(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot open the device's inbox now; retry"), err)
 		return nil, 0, nil, false
 	}
-	sr := <-summaryCh
-	if sr.err != nil {
-		sess.close()
-		c.loginFailed(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot read the login summary now; retry"), sr.err)
-		return nil, 0, nil, false
-	}
-	return sess, pending, sr.s, true
+	return sess, pending, summaryOf(ls.Convs, ls.More), true
 }
 
 func (c *Conn) welcome(sess *session, pending uint64, summary *pb.Summary, tooLong bool) *pb.Welcome {
@@ -156,6 +166,7 @@ func (c *Conn) welcome(sess *session, pending uint64, summary *pb.Summary, tooLo
 		MaxInflightSends: uint32(c.g.opts.MaxInflightSends),
 		Summary:          summary,
 		OfflineTooLong:   tooLong,
+		TokenExpiresAtMs: c.id.ExpiresAt.UnixMilli(),
 	}
 }
 
@@ -165,6 +176,13 @@ func (c *Conn) welcome(sess *session, pending uint64, summary *pb.Summary, tooLo
 // what went wrong inside (never sent to the client).
 func (c *Conn) loginFailed(we *wire.Error, cause error) {
 	c.fail(we, true)
+	c.authFailed("login refused", we, cause)
+}
+
+// authFailed logs a refused login, refresh or connection (expired,
+// revoked) at warn, as msg with the remote address, through the login
+// lines' limiter.
+func (c *Conn) authFailed(msg string, we *wire.Error, cause error) {
 	ok, suppressed := c.g.loginWarns.allow()
 	if !ok {
 		return
@@ -177,7 +195,7 @@ func (c *Conn) loginFailed(we *wire.Error, cause error) {
 	if cause != nil {
 		fields = append(fields, zap.Error(cause))
 	}
-	c.g.log.Warn("login refused", fields...)
+	c.g.log.Warn(msg, fields...)
 }
 
 // summary reads a page of the user's login summary: the first (before 0)
@@ -187,6 +205,11 @@ func (c *Conn) summary(ctx context.Context, before int64) (*pb.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	return summaryOf(rows, more), nil
+}
+
+// summaryOf is a summary page on the wire.
+func summaryOf(rows []store.ConvSummary, more bool) *pb.Summary {
 	s := &pb.Summary{HasMore: more}
 	for _, r := range rows {
 		s.Convs = append(s.Convs, &pb.ConvSummary{ConvId: r.ConvID, Unread: r.Unread, LastSeq: r.LastSeq, ReadSeq: r.ReadSeq,
@@ -195,5 +218,5 @@ func (c *Conn) summary(ctx context.Context, before int64) (*pb.Summary, error) {
 	if more {
 		s.NextBeforeMsgId = rows[len(rows)-1].LastMsgID
 	}
-	return s, nil
+	return s
 }

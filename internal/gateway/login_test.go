@@ -20,8 +20,17 @@ import (
 // NATS, no Postgres: a refused token never reaches them).
 func loginTestGateway(log *zap.Logger) *Gateway {
 	return &Gateway{opts: Options{HelloTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, OutQueue: 16, MaxFrame: wire.DefaultMaxFrame},
-		log: log, metrics: newMetrics(prometheus.NewRegistry()), verifier: auth.NewVerifier("login-test-secret"),
+		log: log, metrics: newMetrics(prometheus.NewRegistry()), verifier: loginTestVerifier(),
 		loginWarns: newLogLimiter(5)}
+}
+
+// loginTestVerifier: a refused login needs a verifier, whatever its key.
+func loginTestVerifier() *auth.Verifier {
+	v, err := auth.NewHS256Verifier("login-test-secret-0123456789abcdef")
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // refusedLogin runs one login with a forged token over real TCP and

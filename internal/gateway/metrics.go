@@ -33,6 +33,7 @@ type metrics struct {
 	ackRanges          prometheus.Counter
 	orphans            prometheus.Counter
 	ackTimeouts        prometheus.Counter
+	refreshes          prometheus.Counter // token refreshes accepted (tokenlife.go)
 
 	// Limits (limits.go).
 	rateLimited    *prometheus.CounterVec
@@ -53,6 +54,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		authFailures: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_auth_failures_total", Help: "Hellos refused for their token.",
+		}),
+		refreshes: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_token_refreshes_total", Help: "Token refreshes accepted on open connections.",
 		}),
 		upgradeFailures: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_ws_upgrade_failures_total", Help: "WebSocket handshakes refused.",

@@ -123,6 +123,11 @@ type Options struct {
 	// milliseconds) while one address cannot take the whole gateway cap.
 	PreauthConns      int
 	PreauthConnsPerIP int
+
+	// RevocationSweep is how often the gateway reads the revocations
+	// recorded since its last read, for announcements it missed (default
+	// 30s; also at once after a NATS reconnect).
+	RevocationSweep time.Duration
 }
 
 // DefaultOptions returns the default of every option that has one: the one
@@ -160,6 +165,7 @@ func DefaultOptions() Options {
 		RequestRate:       10,
 		PreauthConns:      4096,
 		PreauthConnsPerIP: 256,
+		RevocationSweep:   30 * time.Second,
 	}
 }
 
@@ -194,6 +200,7 @@ func (o *Options) setDefaults() {
 	orDefault(&o.MaxConnsPerUser, d.MaxConnsPerUser)
 	orDefault(&o.SendRate, d.SendRate)
 	orDefault(&o.DeviceSeenEvery, d.DeviceSeenEvery)
+	orDefault(&o.RevocationSweep, d.RevocationSweep)
 	// The ack timeout follows the heartbeat actually in use (3 of them,
 	// like the read deadline), not the default heartbeat's.
 	if o.AckTimeout <= 0 {

@@ -205,6 +205,10 @@ func (r *router) deliver(uid int64, m *nats.Msg) {
 			s.onLive(m.Data, e)
 		}
 	case strings.HasSuffix(m.Subject, ".kick"):
+		if device, at, ok := streams.ParseRevokeAnnouncement(m.Data); ok {
+			r.g.revoke(uid, device, at) // revoke.go
+			return
+		}
 		consumer, rest, _ := strings.Cut(string(m.Data), " ")
 		id, bornText, _ := strings.Cut(rest, " ")
 		born, _ := strconv.ParseInt(bornText, 10, 64)

@@ -442,3 +442,39 @@ func TestUserDeletionPurgesOnlyBehindTheArchiver(t *testing.T) {
 	waitDone(t, n.Node, 1, 30*time.Second)
 	checkGone(t, n, w, false, 0)
 }
+
+// The deletion revokes the user first (the admin API's revocation): a
+// device of the user still connected is closed (ErrRevoked) and cannot
+// write its cursor back, so one pass suffices; a token issued before the
+// deletion no longer logs in.
+func TestDeletedUserIsRevoked(t *testing.T) {
+	n := startNode(t, testnode.Config(t, testenv.Database(t)))
+	w := populate(t, n)
+	lifecycle.SetTestHooks(n.Lifecycle, nil, 100*time.Millisecond, 0, nil)
+	oldToken := testenv.Token(t, 1, "phone")
+	online := connectDevice(t, n.Node, 1, "tablet")
+	online.waitFor(len(w.sentBy1)+len(w.sentBy2)+len(w.sentBy3), 30*time.Second)
+	time.Sleep(1100 * time.Millisecond) // iat has a precision of a second: the revocation comes after it
+
+	if _, err := adminOf(t, n.Node).DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	done := waitDone(t, n.Node, 1, 60*time.Second)
+	if !done.Progress.Revoked || done.Progress.Rounds != 0 {
+		t.Fatalf("done: %+v; want the user revoked and one pass", done.Progress)
+	}
+	select {
+	case <-online.c.Done():
+		if !errors.Is(online.c.Err(), client.ErrRevoked) {
+			t.Fatalf("the connected device stopped with %v, want ErrRevoked", online.c.Err())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deleted user's connected device is still connected")
+	}
+	_, err := client.Dial(ctxT(t, 10*time.Second), client.Options{URL: n.Gateway.WSURL(), Token: oldToken})
+	if !errors.Is(err, client.ErrRevoked) {
+		t.Fatalf("a token issued before the deletion: %v, want ErrRevoked", err)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the mirror's flush: nothing was written back
+	checkGone(t, n, w, false, 0)
+}

@@ -56,6 +56,16 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 	if err := checkDebugAddr(cfg.DebugHTTPAddr); err != nil {
 		return nil, err
 	}
+	// Nor a development secret beside a reachable address.
+	if err := checkExposure(cfg, roles, log); err != nil {
+		return nil, err
+	}
+	var keys gatewayKeys
+	if roles&config.RoleGateway != 0 {
+		if keys, err = loadGatewayKeys(cfg, log); err != nil {
+			return nil, err
+		}
+	}
 	n := &Node{log: log}
 	defer func() {
 		if err != nil {
@@ -104,7 +114,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		}
 	}
 	if roles&config.RoleGateway != 0 {
-		if err := n.startGateway(run, cfg, login, reg); err != nil {
+		if err := n.startGateway(run, cfg, keys, login, reg); err != nil {
 			return nil, err
 		}
 		if n.Debug != nil {

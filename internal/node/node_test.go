@@ -102,25 +102,30 @@ func TestSplitDeploymentDelivers(t *testing.T) {
 	}
 }
 
-// A start that fails after some roles are up (here the gateway, which has no
-// key to verify tokens with, after the syncer and the fanout) returns the
+// A start that fails after some roles are up (here the gateway, whose
+// WebSocket port is taken, after the syncer and the fanout) returns the
 // error and closes what it started: the ops, debug and NATS ports are free
 // again.
 func TestFailedStartClosesWhatItStarted(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
 	cfg := testnode.Config(t, testenv.Database(t))
 	cfg.HTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	cfg.NATSListen = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	cfg.WSAddr = taken.Addr().String()
 	cfg.DebugHTTPAddr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	cfg.TokenSecret = ""
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	n, err := node.Start(ctx, cfg, config.RoleAllInOne, testenv.Logger(t))
 	if err == nil {
 		n.Close()
-		t.Fatal("a gateway without token keys started")
+		t.Fatal("a gateway started on a taken port")
 	}
-	if !strings.Contains(err.Error(), "no way to verify tokens") {
-		t.Fatalf("start failed with %v, want the missing token keys", err)
+	if !strings.Contains(err.Error(), "listen websocket") {
+		t.Fatalf("start failed with %v, want the taken WebSocket port", err)
 	}
 	for _, addr := range []string{cfg.HTTPAddr, cfg.DebugHTTPAddr, cfg.NATSListen} {
 		ln, err := net.Listen("tcp", addr)
@@ -129,6 +134,36 @@ func TestFailedStartClosesWhatItStarted(t *testing.T) {
 			continue
 		}
 		ln.Close()
+	}
+}
+
+// The gateway's keys are loaded before anything starts: a bad key set, a
+// short secret or a missing public key file is reported at once, not after
+// Postgres (here never reachable) was waited for, and names its setting.
+func TestBadTokenKeysFailBeforeWaiting(t *testing.T) {
+	free := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) // nothing listens there
+	for _, tc := range []struct {
+		name string
+		set  func(*config.Config)
+		want string
+	}{
+		{"missing key set", func(c *config.Config) { c.TokenKeysFile = "/nonexistent/keys.json" }, "--token-keys: open /nonexistent/keys.json"},
+		{"short secret", func(c *config.Config) { c.TokenSecret = "short" }, "--token-secret (INBOXD_TOKEN_SECRET): auth: HS256 secret is 5 bytes, want at least 32"},
+		{"missing public key", func(c *config.Config) { c.TokenEdKeyFile = "/nonexistent/tokens.pub" }, "--token-ed25519-key: open /nonexistent/tokens.pub"},
+		{"no key", func(c *config.Config) { c.TokenSecret = "" }, "no way to verify tokens"},
+	} {
+		cfg := testnode.Config(t, "postgres://inboxd:inboxd@"+free+"/inboxd?connect_timeout=1")
+		tc.set(&cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n, err := node.Start(ctx, cfg, config.RoleAllInOne, testenv.Logger(t))
+		cancel()
+		if err == nil {
+			n.Close()
+			t.Fatalf("%s: started", tc.name)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: start failed with %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }
 

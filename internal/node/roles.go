@@ -65,13 +65,9 @@ func (n *Node) startFanout(ctx, run context.Context, cfg config.Config, js jetst
 	return nil
 }
 
-// startGateway starts the gateway's listeners; its sessions run until run
-// ends or Close shuts it down.
-func (n *Node) startGateway(run context.Context, cfg config.Config, login natsLogin, reg prometheus.Registerer) error {
-	verifier, err := tokenVerifier(cfg, n.log)
-	if err != nil {
-		return err
-	}
+// startGateway starts the gateway's listeners with keys (loaded before
+// anything started); its sessions run until run ends or Close shuts it down.
+func (n *Node) startGateway(run context.Context, cfg config.Config, keys gatewayKeys, login natsLogin, reg prometheus.Registerer) error {
 	tlsConf, err := tlsConfig(cfg)
 	if err != nil {
 		return err
@@ -91,7 +87,7 @@ func (n *Node) startGateway(run context.Context, cfg config.Config, login natsLo
 		DeviceSeenEvery: cfg.DeviceSeenEvery, Backfill: n.bulkNC,
 		SendEntryRate: rate.Limit(cfg.SendEntryRate), MaxDevicesPerUser: cfg.MaxDevicesPerUser, RequestRate: rate.Limit(cfg.RequestRate),
 		PreauthConns: cfg.PreauthConns, PreauthConnsPerIP: cfg.PreauthConnsPerIP,
-	}, n.log.Named("gateway"), n.NC, n.Store, verifier, reg)
+	}, n.log.Named("gateway"), n.NC, n.Store, keys.verifier, reg)
 	if err != nil {
 		return err
 	}

@@ -70,6 +70,11 @@ func (s *Store) Summary(ctx context.Context, uid, beforeMsgID int64, limit int) 
 	if err != nil {
 		return nil, false, fmt.Errorf("store: summary: %w", err)
 	}
+	return collectSummary(rows, limit)
+}
+
+// collectSummary reads a page of sqlSummary asked with limit+1.
+func collectSummary(rows pgx.Rows, limit int) (_ []ConvSummary, more bool, _ error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConvSummary, error) {
 		var c ConvSummary
 		err := r.Scan(&c.ConvID, &c.Unread, &c.LastSeq, &c.ReadSeq, &c.LastMsgID, &c.LastSenderUID, &c.LastPreview, &c.LastAt)

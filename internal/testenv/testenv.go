@@ -33,8 +33,9 @@ func AdminURL() string {
 	return "postgres://inboxd:inboxd@127.0.0.1:5432/postgres?sslmode=disable"
 }
 
-// Secret is the token secret of test nodes.
-const Secret = "inboxd-test-secret"
+// Secret is the token secret of test nodes (auth.MinSecretLen bytes or
+// more, as every HS256 secret).
+const Secret = "inboxd-test-secret-0123456789abcdef"
 
 // Database creates an empty database for one test and drops it afterwards.
 // It returns the database's URL.
@@ -143,6 +144,17 @@ func FreePort(t testing.TB) int {
 // Logger returns a logger that writes to the test log at warn level and above.
 func Logger(t testing.TB) *zap.Logger {
 	return zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+}
+
+// Verifier returns a verifier of the tokens Token issues (Secret, no kid,
+// the default lifetime bound).
+func Verifier(t testing.TB) *auth.Verifier {
+	t.Helper()
+	v, err := auth.NewHS256Verifier(Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // Token returns a client token for uid and device valid for an hour.

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/natsauth"
@@ -94,7 +93,7 @@ func Gateway(t testing.TB, n *node.Node, opts gateway.Options) *gateway.Gateway 
 	if opts.Layout == (streams.Layout{}) {
 		opts.Layout = Layout()
 	}
-	g, err := gateway.New(opts, testenv.Logger(t).Named("gateway"), n.NC, n.Store, auth.NewVerifier(testenv.Secret), prometheus.NewRegistry())
+	g, err := gateway.New(opts, testenv.Logger(t).Named("gateway"), n.NC, n.Store, testenv.Verifier(t), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatalf("testnode: gateway: %v", err)
 	}
