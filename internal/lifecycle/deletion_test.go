@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/admin"
@@ -477,4 +478,30 @@ func TestDeletedUserIsRevoked(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond) // past the mirror's flush: nothing was written back
 	checkGone(t, n, w, false, 0)
+}
+
+// Under the installation-wide legal hold every conversation is held;
+// without it, what the store records (conversations' own holds).
+func TestInstallationHoldHoldsEveryConversation(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		hold bool
+		want int
+	}{{true, 3}, {false, 0}} {
+		l := lifecycle.New(lifecycle.Options{LegalHold: tc.hold}, testenv.Logger(t), nil, nil, st, prometheus.NewRegistry())
+		held, err := lifecycle.Held(l, ctx, []int64{4, 5, 6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, h := range held {
+			if h {
+				n++
+			}
+		}
+		if n != tc.want {
+			t.Errorf("installation hold %v: %d of 3 conversations held, want %d", tc.hold, n, tc.want)
+		}
+	}
 }

@@ -13,3 +13,8 @@ import (
 func SetTestHooks(l *Lifecycle, checkpoint func(ctx context.Context, uid int64, step string) error, settle time.Duration, batch int, holds Holds) {
 	l.hooks.Store(&testHooks{checkpoint: checkpoint, settle: settle, batch: batch, holds: holds})
 }
+
+// Held is l's answer to which of convIDs are under legal hold.
+func Held(l *Lifecycle, ctx context.Context, convIDs []int64) (map[int64]bool, error) {
+	return l.heldConversations(ctx, convIDs)
+}
