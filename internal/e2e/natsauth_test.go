@@ -185,6 +185,7 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		// device consumers listed and deleted; the revocation asked for.
 		{sy, "purge a user's inbox subject", "req", "$JS.API.STREAM.PURGE.INBOX_0", map[string]any{"filter": "inbox.0.7"}, true},
 		{sy, "list the consumers of an INBOX stream", "req", "$JS.API.CONSUMER.NAMES.INBOX_0", map[string]any{"offset": 0}, true},
+		{sy, "direct get of a user's last entry", "req", "$JS.API.DIRECT.GET.INBOX_0.inbox.0.7", nil, true},
 		{sy, "delete a device consumer", "req", "$JS.API.CONSUMER.DELETE.INBOX_0." + dev8.Durable, nil, true},
 		{sy, "ask the admin API for a revocation", "pub", "inboxd.admin.user.revoke", []byte(`{"uid":7}`), true},
 		{sy, "announce erased bodies", "pub", "inboxd.event.bodies.erased", []byte("1"), true},

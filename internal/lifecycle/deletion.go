@@ -389,30 +389,37 @@ func (l *Lifecycle) subjectEntries(ctx context.Context, stream, subject string) 
 	return s, info, info.State.Subjects[subject], nil
 }
 
-// stepInbox purges the user's inbox subject. It first waits until the
-// archiver has copied the partition up to its head: the archiver archives
-// only contiguous runs of sequences, so the purge stays behind its mark
-// (no gap ahead of it), and no copy it is about to write can bring an
-// entry back into the archive after the next step.
+// stepInbox purges the user's inbox subject up to its last entry. It first
+// waits until the archiver has copied the partition up to that entry: the
+// archiver copies contiguous runs of sequences only, so the purge stays
+// behind its mark (no gap ahead of it), and no copy it is about to write
+// can bring an entry back into the archive after the next step.
 func (l *Lifecycle) stepInbox(ctx context.Context, j *job) error {
 	p, stream, subject := l.partition(j.d.UID)
-	s, info, n, err := l.subjectEntries(ctx, stream, subject)
+	s, _, n, err := l.subjectEntries(ctx, stream, subject)
 	if err != nil || n == 0 {
 		return err
 	}
-	head := info.State.LastSeq
+	lastMsg, err := s.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil // purged meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("last entry of %s in %s: %w", subject, stream, err)
+	}
+	last := lastMsg.Sequence
 	waited := false
 	for {
 		prog, err := l.st.ArchiveProgress(ctx)
 		if err != nil {
 			return err
 		}
-		if prog[p] >= head {
+		if prog[p] >= last {
 			break
 		}
 		if !waited {
 			waited = true
-			j.d.Progress.Waiting = fmt.Sprintf("the archiver: partition %d archived up to %d of %d", p, prog[p], head)
+			j.d.Progress.Waiting = fmt.Sprintf("the archiver: partition %d archived up to %d, the user's last entry is %d", p, prog[p], last)
 			_ = l.save(ctx, j)
 		}
 		select {
@@ -421,7 +428,7 @@ func (l *Lifecycle) stepInbox(ctx context.Context, j *job) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	if err := s.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(head+1)); err != nil {
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(last+1)); err != nil {
 		return fmt.Errorf("purge %s in %s: %w", subject, stream, err)
 	}
 	_, _, left, err := l.subjectEntries(ctx, stream, subject)
@@ -431,7 +438,7 @@ func (l *Lifecycle) stepInbox(ctx context.Context, j *job) error {
 	gone := int64(n) - int64(left)
 	j.d.Progress.InboxEntries += gone
 	l.m.deleted.WithLabelValues("inbox_entries").Add(float64(gone))
-	j.log.Debug("user deletion: inbox purged", zap.String("stream", stream), zap.Int64("entries", gone), zap.Uint64("below", head+1))
+	j.log.Debug("user deletion: inbox purged", zap.String("stream", stream), zap.Int64("entries", gone), zap.Uint64("up_to", last))
 	return nil
 }
 

@@ -116,9 +116,10 @@ func table(partitions int) map[Role]perms {
 		sy = concat(sy,
 			consumerCalls(st, archiver, "CREATE", "MSG.NEXT", "RESET"),
 			// Lifecycle: a user deletion and housekeeping delete device
-			// consumers (found by name) and purge a user's inbox subject.
+			// consumers (found by name), read a user's last entry and
+			// purge its inbox subject.
 			consumerCalls(st, "*", "INFO", "DELETE"),
-			[]string{"$JS.API.CONSUMER.NAMES." + st, "$JS.API.STREAM.PURGE." + st},
+			[]string{"$JS.API.CONSUMER.NAMES." + st, "$JS.API.STREAM.PURGE." + st, "$JS.API.DIRECT.GET." + st + ".inbox." + ps + ".*"},
 			[]string{"$JS.ACK." + st + "." + archiver + ".>"})
 	}
 	for _, st := range append([]string{sendStream}, inbox...) {
