@@ -31,9 +31,9 @@ import (
 //     conversation row locked, member_ver raised), so no new message is
 //     fanned out to the user, then settle: entries of batches committed
 //     before still reach the inbox within the fanout's publish timeout;
-//   - the inbox (JetStream) once the archiver has copied past the
-//     partition's head, then the archive, so the archiver cannot write a
-//     copy of an entry back after its rows went;
+//   - the inbox (JetStream) once the archiver has copied past the user's
+//     last entry, then the archive, so the archiver cannot write a copy
+//     of an entry back after its rows went;
 //   - the sent bodies: replaced by a tombstone (kind deleted, no text)
 //     unless their conversation is under legal hold, so the other
 //     members' pages show the message as deleted at its conv_seq;

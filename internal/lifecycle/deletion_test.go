@@ -505,3 +505,11 @@ func TestInstallationHoldHoldsEveryConversation(t *testing.T) {
 		}
 	}
 }
+
+// The subjects a deletion calls are the admin API's.
+func TestDeletionUsesTheAdminSubjects(t *testing.T) {
+	if lifecycle.RevokeSubject != admin.SubjectUserRevoke || lifecycle.ConvChanged != admin.SubjectConvChanged {
+		t.Fatalf("lifecycle calls %q and announces %q; the admin API serves %q and announces %q",
+			lifecycle.RevokeSubject, lifecycle.ConvChanged, admin.SubjectUserRevoke, admin.SubjectConvChanged)
+	}
+}

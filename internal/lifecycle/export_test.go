@@ -18,3 +18,10 @@ func SetTestHooks(l *Lifecycle, checkpoint func(ctx context.Context, uid int64, 
 func Held(l *Lifecycle, ctx context.Context, convIDs []int64) (map[int64]bool, error) {
 	return l.heldConversations(ctx, convIDs)
 }
+
+// The admin API's subjects a deletion uses (lifecycle names them itself:
+// admin imports this package).
+const (
+	RevokeSubject = revokeSubject
+	ConvChanged   = convChanged
+)
