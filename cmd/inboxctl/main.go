@@ -4,6 +4,7 @@
 //	inboxctl conv create --members 1,2,3 [--group] [--share-history]
 //	inboxctl conv add|remove --conv C --members 4,5
 //	inboxctl conv show --conv C
+//	inboxctl conv hold --conv C [--off]
 //	inboxctl send --uid U --device D --conv C --text T [--count K] [--client-msg-id ID]
 //	inboxctl sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind K]
 //	inboxctl trace MSG_ID
@@ -12,7 +13,8 @@
 //	inboxctl user revoke --uid U [--device D]
 //	inboxctl user delete --uid U [--again] [--timeout 10m] [--no-wait]
 //	inboxctl usage
-//	inboxctl streams export --dir DIR
+//	inboxctl streams export --dir DIR [--hot-window 720h]
+//	inboxctl streams set --hot-window D
 //
 // Connection flags (each command): --nats URL (admin API), --url URL
 // (gateway: ws://127.0.0.1:7070/ws or tcp://127.0.0.1:7071), --secret
@@ -35,6 +37,7 @@ commands:
   conv add    --conv C --members 4,5                         add members to a group
   conv remove --conv C --members 4,5                         remove members from a group
   conv show   --conv C                                       show a conversation and its members
+  conv hold   --conv C [--off]                               legal hold: retention keeps its messages ({"conv_id":C,"hold":true,...}); --off lifts it
   send --uid U --device D --conv C --text T [--count K] [--client-msg-id ID]
                                                              send K messages in order; one JSON result per line
   sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind mobile|desktop|web]
@@ -48,7 +51,8 @@ commands:
                                                              (unless held); waits until done, then exits 0
   usage                                                      per stream and per table: entries, bytes, the oldest entry
   nats-conf                                                  print the NATS users and permissions (deploy/nats/auth.conf)
-  streams export --dir DIR                                   write every stream and consumer definition as JSON
+  streams export --dir DIR [--hot-window 720h]               write every stream and consumer definition as JSON
+  streams set --hot-window D                                 change the installation's hot window: {"hot_window":"…","changed":[streams]}
 
 run "inboxctl <command> -h" for the flags of a command.
 `
@@ -93,11 +97,14 @@ func run(ctx context.Context, args []string) int {
 	case "token":
 		return tokenCmd(rest)
 	case "streams":
-		if len(rest) == 0 || rest[0] != "export" {
-			fmt.Fprint(os.Stderr, usage)
-			return 2
+		switch {
+		case len(rest) > 0 && rest[0] == "export":
+			return streamsExportCmd(rest[1:])
+		case len(rest) > 0 && rest[0] == "set":
+			return streamsSetCmd(ctx, rest[1:])
 		}
-		return streamsExportCmd(rest[1:])
+		fmt.Fprint(os.Stderr, usage)
+		return 2
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return 0

@@ -59,6 +59,10 @@ type Config struct {
 
 	Layout streams.Layout
 
+	// Syncer: how long inbox entries stay in the INBOX streams (issue 15;
+	// recorded on the streams, changed by inboxctl streams set).
+	HotWindow time.Duration
+
 	// Gateway limits that a reconnect cannot reset (issue 13, item 3).
 	SendEntryRate     float64
 	MaxDevicesPerUser int
@@ -84,6 +88,14 @@ type Config struct {
 	TokenIssuer   string        // when set, a token's iss must equal it
 	TokenMaxTTL   time.Duration // longest exp − iat accepted
 
+	// Retention in Postgres (issue 15 item 4; the syncer): how long
+	// message bodies and archived inbox entries are kept (0: forever), the
+	// width of the time ranges they are removed by (0: calendar months),
+	// and the installation-wide legal hold.
+	Retention      time.Duration
+	PartitionWidth time.Duration
+	LegalHold      bool
+
 	// Syncer housekeeping (issue 15, item 6): how long a device may stay
 	// unseen before its cursor row is forgotten, how long a refused
 	// send's answer is kept, and how often housekeeping runs.
@@ -107,6 +119,7 @@ func Defaults() Config {
 		NATSListen:  natsAddr,
 		TokenSecret: auth.DevSecret,
 		Layout:      streams.DefaultLayout,
+		HotWindow:   streams.DefaultHotWindow,
 		DrainDelay:  ops.DefaultDrainDelay,
 
 		WSAddr:           gw.WSAddr,
@@ -231,6 +244,14 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.TokenIssuer, "token-issuer", c.TokenIssuer, "when set, a client token's iss must equal it (env INBOXD_TOKEN_ISSUER)")
 		fs.DurationVar(&c.TokenMaxTTL, "token-max-ttl", c.TokenMaxTTL, "longest client token lifetime (exp - iat) accepted; tokens without iat are refused (env INBOXD_TOKEN_MAX_TTL)")
 	}
+	if roles&RoleSyncer != 0 {
+		fs.DurationVar(&c.HotWindow, "hot-window", c.HotWindow, "inbox entries stay in the INBOX streams this long, then are read from the Postgres archive; only archived entries are trimmed. Recorded on the streams: change it with `inboxctl streams set --hot-window` (env INBOXD_HOT_WINDOW)")
+	}
+	if roles&RoleSyncer != 0 {
+		fs.DurationVar(&c.Retention, "retention", c.Retention, "remove message bodies and archived inbox entries older than this, by whole time ranges (0: keep forever)")
+		fs.DurationVar(&c.PartitionWidth, "partition-width", c.PartitionWidth, "width of the time ranges (Postgres partitions) retention removes (0: calendar months)")
+		fs.BoolVar(&c.LegalHold, "legal-hold", c.LegalHold, "installation-wide legal hold: retention removes nothing (per conversation: inboxctl conv hold)")
+	}
 	if roles&RoleFanout != 0 {
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
 		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
@@ -241,6 +262,9 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 func (c *Config) Validate() error {
 	if err := c.Layout.Validate(); err != nil {
 		return err
+	}
+	if err := streams.ValidateHotWindow(c.HotWindow); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if c.BatchSize < 1 || c.BatchSize > 512 {
 		return fmt.Errorf("config: batch %d out of range 1..512", c.BatchSize)
@@ -256,6 +280,12 @@ func (c *Config) Validate() error {
 	}
 	if c.TokenMaxTTL <= 0 {
 		return fmt.Errorf("config: --token-max-ttl %s must be positive", c.TokenMaxTTL)
+	}
+	if c.Retention < 0 || c.PartitionWidth < 0 {
+		return fmt.Errorf("config: retention %s and partition-width %s must not be negative (0: forever, calendar months)", c.Retention, c.PartitionWidth)
+	}
+	if c.PartitionWidth > 0 && c.PartitionWidth < time.Second {
+		return fmt.Errorf("config: partition-width %s is below 1s", c.PartitionWidth)
 	}
 	if c.DeviceForget < 0 || c.RejectHorizon < 0 || c.HousekeepingEvery < 0 {
 		return fmt.Errorf("config: --device-forget %s, --reject-horizon %s and --housekeeping-every %s must not be negative (0 turns each off)",

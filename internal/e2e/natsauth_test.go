@@ -79,7 +79,7 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t, 30*time.Second)
-	if err := streams.EnsureStreams(ctx, js, l); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
 		t.Fatal(err)
 	}
 	if err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
@@ -181,6 +181,8 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		{sy, "subscribe to every reply (_INBOX.>)", "sub", "_INBOX.>", nil, false},
 		{sy, "create a stream not of the installation", "req", "$JS.API.STREAM.CREATE.OTHER", map[string]any{"name": "OTHER"}, false},
 		{sy, "delete a stream", "req", "$JS.API.STREAM.DELETE.INBOX_0", nil, false},
+		{sy, "trim an INBOX stream", "req", "$JS.API.STREAM.PURGE.INBOX_0", map[string]any{"seq": 1}, true},
+		{sy, "direct get of an entry's time", "req", "$JS.API.DIRECT.GET.INBOX_0", map[string]any{"seq": 1}, true},
 		// Lifecycle (user deletion, housekeeping): a user's subject purged,
 		// device consumers listed and deleted; the revocation asked for.
 		{sy, "purge a user's inbox subject", "req", "$JS.API.STREAM.PURGE.INBOX_0", map[string]any{"filter": "inbox.0.7"}, true},

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,8 +26,10 @@ import (
 type page struct {
 	hdr     wire.BatchHeader
 	msgs    []wire.Message
-	entries []ledger.Entry // what the ledger records of msgs
+	expired []wire.ExpiredRange // the retention horizons of the page's conversations
+	entries []ledger.Entry      // what the ledger records of msgs
 	idx     []int
+	convs   []int64
 }
 
 var pagePool = sync.Pool{New: func() any { return new(page) }}
@@ -37,7 +40,7 @@ func putPage(pg *page) {
 	for i := range pg.msgs {
 		pg.msgs[i].Text = "" // do not pin bodies
 	}
-	pg.msgs, pg.entries, pg.idx = pg.msgs[:0], pg.entries[:0], pg.idx[:0]
+	pg.msgs, pg.entries, pg.idx, pg.expired, pg.convs = pg.msgs[:0], pg.entries[:0], pg.idx[:0], pg.expired[:0], pg.convs[:0]
 	pg.hdr = wire.BatchHeader{}
 	pagePool.Put(pg)
 }
@@ -72,7 +75,7 @@ func (s *session) archivePage(ctx context.Context, covered uint64, info partInfo
 	}
 	defer release()
 	pg := getPage()
-	pg.msgs, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], s.uid, covered, info.archived, n)
+	pg.msgs, pg.expired, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, covered, info.archived, n)
 	if err != nil {
 		putPage(pg)
 		return false, err
@@ -157,6 +160,10 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 		putPage(f.pg)
 		return true, nil // the next step repositions the consumer at the cursor
 	}
+	if trimmed, err := s.trimmedUnder(ctx, f.from); err != nil || trimmed {
+		putPage(f.pg)
+		return trimmed, err
+	}
 	if len(f.delivered) == 0 {
 		// NumPending said there was more, the fetch brought nothing (it
 		// timed out, or the consumer is at max_ack_pending): try again
@@ -178,6 +185,33 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 	}
 	more, err := s.sendPage(f.pg, f.from, f.last, f.left > 0)
 	return more || f.left > 0, err
+}
+
+// trimmedUnder reports whether the stream lost entries after from while a
+// tail fetch read from there: the syncer's trimmer purges archived entries
+// older than the hot window, and a purge moves the consumer past them
+// without a trace in what it delivers, so a page read across it would jump
+// them. Only a stretch the archive holds can be trimmed (the trimmer's
+// bound is an archive mark the gateway has seen), so only such a read asks
+// the stream. Then the fetch is dropped and the stretch is read from the
+// archive.
+func (s *session) trimmedUnder(ctx context.Context, from uint64) (bool, error) {
+	if from >= s.g.parts.get(s.p).archived {
+		return false, nil
+	}
+	first, err := s.cons.firstSeq(ctx)
+	if err != nil {
+		return false, err
+	}
+	if from+1 >= first {
+		return false, nil
+	}
+	s.g.metrics.trimmedUnderRead.Inc()
+	s.mu.Lock()
+	s.tail.orphaned() // put back at the cursor before it reads the tail again
+	s.archiving = true
+	s.mu.Unlock()
+	return true, nil
 }
 
 // tailPending returns the consumer's NumPending: as the last fetch left it
@@ -277,26 +311,54 @@ func (s *session) fetchTail(ctx context.Context, n int, left uint64) (tailFetch,
 }
 
 // fillBodies sets the text of the page's messages that the device does not
-// have from the live lane (the live lane carries bodies).
+// have from the live lane (the live lane carries bodies), and the page's
+// expired ranges. A body retention removed (the stream still holds the
+// entry) marks its message expired: a page never hands over an entry
+// pointing at a body that is gone as if it were an empty message. The
+// ranges matter when the backfill passed over entries that are gone
+// altogether (an archive page that found none of a range retention
+// dropped): the client learns from this page that it waits for nothing.
 func (s *session) fillBodies(ctx context.Context, pg *page) error {
 	s.mu.Lock()
-	need := pg.idx[:0]
+	need, convs := pg.idx[:0], pg.convs[:0]
 	for i := range pg.msgs {
-		if !s.led.SentAhead(pg.msgs[i].Seq) && pg.msgs[i].EventType == 0 {
+		m := &pg.msgs[i]
+		if m.EventType != 0 {
+			continue
+		}
+		if !slices.Contains(convs, m.ConvID) {
+			convs = append(convs, m.ConvID)
+		}
+		if !s.led.SentAhead(m.Seq) {
 			need = append(need, i)
 		}
 	}
 	s.mu.Unlock()
-	pg.idx = need
-	return s.g.bodies.fill(ctx, len(need),
+	pg.idx, pg.convs = need, convs
+	horizons, err := s.g.bodies.fill(ctx, len(need),
 		func(i int) int64 { return pg.msgs[need[i]].MsgID },
-		func(i int, b store.Body) {
+		func(i int, b store.Body, found bool) {
 			m := &pg.msgs[need[i]]
-			m.Text = b.Text
+			m.Text, m.Expired = b.Text, !found
 			if b.Kind == wire.KindDeleted {
 				m.Kind = b.Kind // a deleted user's message: a tombstone, whatever its entry says
 			}
-		})
+		},
+		convs)
+	for _, c := range convs { // in page order: deterministic frames
+		if h := horizons[c]; h > 0 {
+			pg.expired = store.AddExpired(pg.expired, c, h)
+		}
+	}
+	// At or below its conversation's horizon a body is gone or about to
+	// go (horizons are recorded before a range is dropped), even if this
+	// gateway's cache still has it: expired, as for every device.
+	for _, i := range need {
+		if m := &pg.msgs[i]; m.ConvSeq <= horizons[m.ConvID] {
+			m.Text, m.Expired = "", true
+		}
+	}
+	return err
 }
 
 // sendPage records a page covering (from, upTo] in the ledger (entries
@@ -334,7 +396,7 @@ func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, err
 	}
 	s.needFinal = hasMore
 	s.armAckTimerLocked(s.g.opts.AckTimeout)
-	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: hasMore}
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: hasMore, Expired: pg.expired}
 	s.mu.Unlock()
 	if err := s.handOver(pg); err != nil {
 		return false, err
@@ -384,7 +446,7 @@ func (s *session) sendNewest(ctx context.Context) error {
 	cursor := s.led.Cursor()
 	s.mu.Unlock()
 	pg := getPage()
-	pg.msgs, err = s.g.st.NewestPage(ctx, pg.msgs[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
+	pg.msgs, pg.expired, err = s.g.st.NewestPage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
 	if err != nil || len(pg.msgs) == 0 {
 		putPage(pg)
 		return err
@@ -399,7 +461,7 @@ func (s *session) sendNewest(ctx context.Context) error {
 	s.armAckTimerLocked(s.g.opts.AckTimeout)
 	// Newest: the page is ahead of conv_seq order (the drain brings the
 	// older entries after it); a client must not take its gaps for holes.
-	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true, Newest: true}
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true, Newest: true, Expired: pg.expired}
 	s.mu.Unlock()
 	return s.handOver(pg)
 }

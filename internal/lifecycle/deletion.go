@@ -164,7 +164,6 @@ func (l *Lifecycle) runJob(ctx context.Context, uid int64) {
 	d.Runs++
 	if d.State == store.DeletionPending {
 		d.State, d.StartedAt, d.Step = store.DeletionRunning, &now, steps[0].name
-		d.Progress.LegalHolds = store.LegalHoldsRecorded
 	}
 	if stepIndex(d.Step) < 0 {
 		// Recorded by a build with other steps: they are all idempotent,
@@ -501,13 +500,16 @@ func (l *Lifecycle) stepBodies(ctx context.Context, j *job) error {
 				erase = append(erase, m.MsgID)
 			}
 		}
-		n, err := l.st.TombstoneBodies(ctx, erase)
+		erased, err := l.st.TombstoneBodies(ctx, erase)
 		if err != nil {
 			return err
 		}
-		if len(erase) > 0 {
-			_ = l.nc.Publish(streams.BodiesErased, streams.ErasedIDs(erase))
+		if len(erased) > 0 {
+			_ = l.nc.Publish(streams.BodiesErased, streams.ErasedIDs(erased))
 		}
+		// Held meanwhile (a hold set after the check): kept too.
+		j.d.Progress.BodiesHeld += int64(len(erase) - len(erased))
+		n := int64(len(erased))
 		j.d.Progress.Bodies += n
 		j.d.Progress.BodiesAfter = sent[len(sent)-1].ClientMsgID
 		l.m.deleted.WithLabelValues("bodies").Add(float64(n))

@@ -176,7 +176,7 @@ func TestUserDeletionResumesAfterCrash(t *testing.T) {
 			return ctx.Err()
 		}
 		return nil
-	}, 100*time.Millisecond, 5, nil)
+	}, 100*time.Millisecond, 5)
 	d, err := adminOf(t, n1.Node).DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1})
 	if err != nil || d.State == store.DeletionDone {
 		t.Fatalf("delete: %+v %v", d, err)
@@ -212,8 +212,8 @@ func TestUserDeletionResumesAfterCrash(t *testing.T) {
 	}
 	// Revoked where the admin API has the revocation (issue 13); without
 	// it the job says that old tokens still log in.
-	if p.Revoked == strings.Contains(p.RevokeNote, "inboxd.admin.user.revoke") || p.LegalHolds != store.LegalHoldsRecorded {
-		t.Errorf("revoked %v (%q), legal holds %v: a job that could not revoke must say the tokens still work", p.Revoked, p.RevokeNote, p.LegalHolds)
+	if p.Revoked == strings.Contains(p.RevokeNote, "inboxd.admin.user.revoke") {
+		t.Errorf("revoked %v (%q): a job that could not revoke must say the tokens still work", p.Revoked, p.RevokeNote)
 	}
 	checkGone(t, n2, w, false, 0)
 	if v := count(t, n2.Node, `SELECT member_ver FROM conversation WHERE conv_id = $1`, w.group); v <= ver {
@@ -227,20 +227,6 @@ func TestUserDeletionResumesAfterCrash(t *testing.T) {
 	}
 }
 
-// heldConv holds one conversation (a legal hold as the store would record
-// it).
-type heldConv int64
-
-func (h heldConv) HeldConversations(_ context.Context, convIDs []int64) (map[int64]bool, error) {
-	out := map[int64]bool{}
-	for _, c := range convIDs {
-		if c == int64(h) {
-			out[c] = true
-		}
-	}
-	return out, nil
-}
-
 // While a user is deleted, the other members of its group keep receiving
 // the messages sent there, all of them, in order, without a stall; after
 // it, every page a member gets (a new device's inbox, a conversation pull,
@@ -251,7 +237,10 @@ func (h heldConv) HeldConversations(_ context.Context, convIDs []int64) (map[int
 func TestUserDeletionKeepsHeldBodiesAndOthersReceiveInOrder(t *testing.T) {
 	n := startNode(t, testnode.Config(t, testenv.Database(t)))
 	w := populate(t, n)
-	lifecycle.SetTestHooks(n.Lifecycle, nil, 2*time.Second, 3, heldConv(w.held))
+	lifecycle.SetTestHooks(n.Lifecycle, nil, 2*time.Second, 3)
+	if _, err := adminOf(t, n.Node).Hold(ctxT(t, 10*time.Second), admin.HoldRequest{ConvID: w.held, Hold: true}); err != nil {
+		t.Fatal(err)
+	}
 
 	// User 2's tablet follows the group live while user 3 keeps sending.
 	tablet := connectDevice(t, n.Node, 2, "tablet")
@@ -353,7 +342,7 @@ func TestUserDeletionKeepsHeldBodiesAndOthersReceiveInOrder(t *testing.T) {
 	}
 
 	// An archive page (older ranges are read from Postgres) shows them so too.
-	page, err := n.Store.ArchivePage(context.Background(), nil, 2, 0, 1<<62, 1000)
+	page, _, err := n.Store.ArchivePage(context.Background(), nil, nil, 2, 0, 1<<62, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +386,7 @@ func TestUserDeletionRemovesWhatCameBack(t *testing.T) {
 		}
 		_, err = n.Store.Pool.Exec(ctx, `INSERT INTO device_cursor (uid, device, consumer, ack_seq) VALUES (1, 'back', 'd_1_back', 3)`)
 		return err
-	}, 100*time.Millisecond, 0, nil)
+	}, 100*time.Millisecond, 0)
 	if _, err := adminOf(t, n.Node).DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +404,7 @@ func TestUserDeletionRemovesWhatCameBack(t *testing.T) {
 func TestUserDeletionPurgesOnlyBehindTheArchiver(t *testing.T) {
 	n := startNode(t, testnode.Config(t, testenv.Database(t)))
 	w := populate(t, n)
-	lifecycle.SetTestHooks(n.Lifecycle, nil, 100*time.Millisecond, 0, nil)
+	lifecycle.SetTestHooks(n.Lifecycle, nil, 100*time.Millisecond, 0)
 	p := ids.Partition(1, testnode.Layout().InboxPartitions)
 	var archived int64
 	if err := n.Store.Pool.QueryRow(context.Background(), `SELECT archived_seq FROM archive_progress WHERE partition = $1`, p).Scan(&archived); err != nil {
@@ -451,7 +440,7 @@ func TestUserDeletionPurgesOnlyBehindTheArchiver(t *testing.T) {
 func TestDeletedUserIsRevoked(t *testing.T) {
 	n := startNode(t, testnode.Config(t, testenv.Database(t)))
 	w := populate(t, n)
-	lifecycle.SetTestHooks(n.Lifecycle, nil, 100*time.Millisecond, 0, nil)
+	lifecycle.SetTestHooks(n.Lifecycle, nil, 100*time.Millisecond, 0)
 	oldToken := testenv.Token(t, 1, "phone")
 	online := connectDevice(t, n.Node, 1, "tablet")
 	online.waitFor(len(w.sentBy1)+len(w.sentBy2)+len(w.sentBy3), 30*time.Second)

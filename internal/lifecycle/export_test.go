@@ -7,11 +7,10 @@ import (
 
 // SetTestHooks makes l call checkpoint before every step and batch of a
 // deletion (an error stops the job there, as a crash would), wait at most
-// settle for entries in flight, work in batches of batch rows, and ask
-// holds about legal holds (nil: the store). Set it before the deletion is
-// asked for.
-func SetTestHooks(l *Lifecycle, checkpoint func(ctx context.Context, uid int64, step string) error, settle time.Duration, batch int, holds Holds) {
-	l.hooks.Store(&testHooks{checkpoint: checkpoint, settle: settle, batch: batch, holds: holds})
+// settle for entries in flight, and work in batches of batch rows. Set it
+// before the deletion is asked for.
+func SetTestHooks(l *Lifecycle, checkpoint func(ctx context.Context, uid int64, step string) error, settle time.Duration, batch int) {
+	l.hooks.Store(&testHooks{checkpoint: checkpoint, settle: settle, batch: batch})
 }
 
 // Held is l's answer to which of convIDs are under legal hold.

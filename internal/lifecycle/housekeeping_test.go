@@ -59,7 +59,7 @@ func TestHousekeepingRemovesOldRowsAndKeepsRecentOnes(t *testing.T) {
 	cfg := testnode.Config(t, testenv.Database(t))
 	cfg.HousekeepingEvery = 300 * time.Millisecond
 	n := startNode(t, cfg)
-	lifecycle.SetTestHooks(n.Lifecycle, nil, 0, 2, nil) // batches of 2 rows
+	lifecycle.SetTestHooks(n.Lifecycle, nil, 0, 2) // batches of 2 rows
 	ctx := ctxT(t, 60*time.Second)
 	js, err := jetstream.New(testnode.Admin(t, n.Node))
 	if err != nil {

@@ -114,7 +114,6 @@ type testHooks struct {
 	checkpoint func(ctx context.Context, uid int64, step string) error
 	settle     time.Duration
 	batch      int
-	holds      Holds
 }
 
 // New returns the lifecycle jobs of a syncer; Run runs them.
@@ -162,9 +161,6 @@ func (l *Lifecycle) heldConversations(ctx context.Context, convIDs []int64) (map
 			all[c] = true
 		}
 		return all, nil
-	}
-	if h := l.hooks.Load(); h != nil && h.holds != nil {
-		return h.holds.HeldConversations(ctx, convIDs)
 	}
 	return l.holds.HeldConversations(ctx, convIDs)
 }

@@ -90,15 +90,18 @@ type perms struct {
 //     unpin, ack); publishes inbox entries, the live announcements and the
 //     send results.
 //   - syncer: the installation's steward: creates and updates the streams;
-//     the archiver consumer on each INBOX_<p>; reads device consumers (the
-//     admin API's cursors); serves the admin API (a micro service) and
-//     publishes its events and revocation kicks; the data lifecycle: lists
-//     and deletes device consumers of INBOX_<p> and purges INBOX_<p> (a
-//     deleted user's subject), and asks the admin API for a deleted
+//     the archiver consumer on each INBOX_<p>; trims the INBOX streams
+//     (purges of archived entries older than the hot window, direct gets
+//     of entry times); reads device consumers (the admin API's cursors);
+//     serves the admin API (a micro service) and publishes its events and
+//     revocation kicks; the data lifecycle: lists and deletes device
+//     consumers of INBOX_<p>, reads a user's last entry and purges its
+//     subject (a deleted user's), and asks the admin API for a deleted
 //     user's revocation.
 //
-// Nothing but admin may delete a stream, or purge SEND, or delete a
-// consumer of SEND.
+// Nothing but admin may delete a stream or a consumer of SEND; nothing
+// but the syncer and admin may purge a stream, and the syncer only the
+// INBOX streams, or delete an INBOX stream's consumer.
 func table(partitions int) map[Role]perms {
 	inbox := inboxStreams(partitions)
 	var gw, gwDeny, sy []string
@@ -119,8 +122,12 @@ func table(partitions int) map[Role]perms {
 			// consumers (found by name), read a user's last entry and
 			// purge its inbox subject.
 			consumerCalls(st, "*", "INFO", "DELETE"),
-			[]string{"$JS.API.CONSUMER.NAMES." + st, "$JS.API.STREAM.PURGE." + st, "$JS.API.DIRECT.GET." + st + ".inbox." + ps + ".*"},
-			[]string{"$JS.ACK." + st + "." + archiver + ".>"})
+			[]string{"$JS.API.CONSUMER.NAMES." + st, "$JS.API.DIRECT.GET." + st + ".inbox." + ps + ".*"},
+			[]string{"$JS.ACK." + st + "." + archiver + ".>",
+				// The trimmer: purges of archived entries older than the
+				// hot window, direct gets of an entry's time; a deletion
+				// purges a user's subject.
+				"$JS.API.STREAM.PURGE." + st, "$JS.API.DIRECT.GET." + st})
 	}
 	for _, st := range append([]string{sendStream}, inbox...) {
 		sy = concat(sy, []string{"$JS.API.STREAM.CREATE." + st, "$JS.API.STREAM.UPDATE." + st})

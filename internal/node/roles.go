@@ -15,19 +15,21 @@ import (
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/lifecycle"
+	"github.com/inboxd/inboxd/internal/retention"
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
 
-// startSyncer starts the admin API, the archiver and the lifecycle jobs
-// (user deletion, housekeeping), whose loops run until run ends.
+// startSyncer starts the admin API, the archiver, the retention job and
+// the lifecycle jobs (user deletion, housekeeping), whose loops run until
+// run ends.
 func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
-	layout := cfg.Layout
 	var err error
-	if n.admin, err = admin.Start(n.NC, js, layout, n.Store, n.log.Named("admin")); err != nil {
+	if n.admin, err = admin.Start(n.NC, js, cfg.Layout, n.Store, n.log.Named("admin")); err != nil {
 		return err
 	}
-	n.Lifecycle = lifecycle.New(lifecycle.Options{Layout: layout, DeviceForget: cfg.DeviceForget, DeviceReap: cfg.DeviceReap,
-		RejectHorizon: cfg.RejectHorizon, Every: cfg.HousekeepingEvery}, n.log.Named("lifecycle"), n.NC, js, n.Store, reg)
+	n.Lifecycle = lifecycle.New(lifecycle.Options{Layout: cfg.Layout, DeviceForget: cfg.DeviceForget, DeviceReap: cfg.DeviceReap,
+		RejectHorizon: cfg.RejectHorizon, Every: cfg.HousekeepingEvery, LegalHold: cfg.LegalHold}, n.log.Named("lifecycle"), n.NC, js, n.Store, reg)
 	if err := n.admin.ServeLifecycle(n.Lifecycle); err != nil {
 		return err
 	}
@@ -44,8 +46,20 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 			return err
 		}
 	}
-	arch := archive.New(archive.Options{Layout: layout}, n.log.Named("archive"), ajs, n.Store, reg)
+	arch := archive.New(archive.Options{Layout: cfg.Layout, HotWindow: cfg.HotWindow}, n.log.Named("archive"), ajs, n.Store, reg)
 	n.runLoop(run, "archiver", arch.Run)
+	// Retention reads whole time ranges: on a pool of its own, so that
+	// sends and syncs keep theirs.
+	rst, err := store.Open(run, cfg.DatabaseURL, 2)
+	if err != nil {
+		return err
+	}
+	ret := retention.New(retention.Options{Retention: cfg.Retention, Width: cfg.PartitionWidth, Hold: cfg.LegalHold},
+		n.log.Named("retention"), rst, reg)
+	n.runLoop(run, "retention", func(ctx context.Context) error {
+		defer rst.Close()
+		return ret.Run(ctx)
+	})
 	return nil
 }
 

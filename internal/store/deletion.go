@@ -49,9 +49,6 @@ type DeletionProgress struct {
 	BodiesHeld    int64 `json:"bodies_held"`   // sent bodies kept: their conversation is under legal hold
 	Rejects       int64 `json:"rejects"`       // send_reject rows deleted
 
-	// LegalHolds says whether this build records legal holds at all
-	// (LegalHoldsRecorded): without them nothing is held.
-	LegalHolds bool `json:"legal_holds"`
 	// Rounds counts the passes over the steps: the last one checks that
 	// nothing of the user is left and starts another pass if something
 	// came back (an entry in flight when the membership went).
@@ -303,19 +300,36 @@ func (s *Store) SentMessages(ctx context.Context, uid int64, after string, limit
 const KindDeletedBody = wire.KindDeleted
 
 // TombstoneBodies erases the bodies of msgIDs (text and sending device;
-// kind KindDeletedBody) and returns how many it changed (those already
-// erased are left alone).
-func (s *Store) TombstoneBodies(ctx context.Context, msgIDs []int64) (int64, error) {
+// kind KindDeletedBody) and returns those it changed: not those already
+// erased, nor those of a conversation under legal hold. It holds the hold
+// lock shared meanwhile, so a hold set at the same time (SetHold) and a
+// range retention drops or rebuilds (ranges.go) come before or after the
+// erasure, never half-way through it; a conversation held by then keeps
+// its bodies.
+func (s *Store) TombstoneBodies(ctx context.Context, msgIDs []int64) ([]int64, error) {
 	if len(msgIDs) == 0 {
-		return 0, nil
+		return nil, nil
 	}
-	tag, err := s.Pool.Exec(ctx, `
-		UPDATE msg_content SET body = '', sender_device = '', kind = $2
-		WHERE msg_id = ANY($1::bigint[]) AND kind <> $2`, msgIDs, KindDeletedBody)
+	var erased []int64
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, lockHold); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
+			UPDATE msg_content m SET body = '', sender_device = '', kind = $2
+			WHERE m.msg_id = ANY($1::bigint[]) AND m.kind <> $2
+			  AND NOT EXISTS (SELECT 1 FROM conv_hold h WHERE h.conv_id = m.conv_id)
+			RETURNING m.msg_id`, msgIDs, KindDeletedBody)
+		if err != nil {
+			return err
+		}
+		erased, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		return err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("store: erase bodies: %w", err)
+		return nil, fmt.Errorf("store: erase bodies: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return erased, nil
 }
 
 // DeleteUserRejects deletes up to limit of uid's send_reject rows and
