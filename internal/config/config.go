@@ -258,6 +258,15 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 	}
 }
 
+// ValidateSyncer checks what only the syncer's settings must agree on (a
+// gateway has --device-reap and no --device-forget).
+func (c *Config) ValidateSyncer() error {
+	if c.DeviceForget > 0 && c.DeviceForget <= c.DeviceReap {
+		return fmt.Errorf("config: --device-forget %s must exceed --device-reap %s (a device is forgotten after its consumer was reaped), or be 0 (never)", c.DeviceForget, c.DeviceReap)
+	}
+	return nil
+}
+
 // Validate checks values flags cannot.
 func (c *Config) Validate() error {
 	if err := c.Layout.Validate(); err != nil {
@@ -290,9 +299,6 @@ func (c *Config) Validate() error {
 	if c.DeviceForget < 0 || c.RejectHorizon < 0 || c.HousekeepingEvery < 0 {
 		return fmt.Errorf("config: --device-forget %s, --reject-horizon %s and --housekeeping-every %s must not be negative (0 turns each off)",
 			c.DeviceForget, c.RejectHorizon, c.HousekeepingEvery)
-	}
-	if c.DeviceForget > 0 && c.DeviceForget <= c.DeviceReap {
-		return fmt.Errorf("config: --device-forget %s must exceed --device-reap %s (a device is forgotten after its consumer was reaped), or be 0 (never)", c.DeviceForget, c.DeviceReap)
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)

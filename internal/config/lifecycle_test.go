@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -17,11 +18,11 @@ func TestLifecycleSettings(t *testing.T) {
 	if c.DeviceForget != 100*time.Hour || c.RejectHorizon != 0 || c.HousekeepingEvery != 5*time.Minute || c.DeviceReap != 24*time.Hour {
 		t.Fatalf("parsed %v %v %v %v", c.DeviceForget, c.RejectHorizon, c.HousekeepingEvery, c.DeviceReap)
 	}
-	if err := c.Validate(); err != nil {
-		t.Fatalf("valid settings refused: %v", err)
+	if err := c.Validate(); err != nil || c.ValidateSyncer() != nil {
+		t.Fatalf("valid settings refused: %v %v", err, c.ValidateSyncer())
 	}
 	d := Defaults()
-	if err := d.Validate(); err != nil || d.DeviceForget <= d.DeviceReap {
+	if err := d.ValidateSyncer(); err != nil || d.DeviceForget <= d.DeviceReap {
 		t.Fatalf("defaults: forget %s, reap %s: %v", d.DeviceForget, d.DeviceReap, err)
 	}
 	for _, tc := range []struct {
@@ -36,11 +37,16 @@ func TestLifecycleSettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := errors.Join(c.Validate(), c.ValidateSyncer()); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error saying %q", tc.args, err, tc.want)
 		}
 	}
-	if c, _, err := parse(t, RoleSyncer, "--device-forget", "0s"); err != nil || c.Validate() != nil {
-		t.Errorf("--device-forget 0s (never) refused: %v %v", err, c.Validate())
+	if c, _, err := parse(t, RoleSyncer, "--device-forget", "0s"); err != nil || c.ValidateSyncer() != nil {
+		t.Errorf("--device-forget 0s (never) refused: %v %v", err, c.ValidateSyncer())
+	}
+	// A gateway has --device-reap but no --device-forget: a long reap is
+	// its own business.
+	if c, _, err := parse(t, RoleGateway, "--device-reap", "3000h"); err != nil || c.Validate() != nil {
+		t.Errorf("a gateway's --device-reap 3000h refused: %v %v", err, c.Validate())
 	}
 }

@@ -28,6 +28,9 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 	if n.admin, err = admin.Start(n.NC, js, cfg.Layout, n.Store, n.log.Named("admin")); err != nil {
 		return err
 	}
+	if err := cfg.ValidateSyncer(); err != nil {
+		return err
+	}
 	n.Lifecycle = lifecycle.New(lifecycle.Options{Layout: cfg.Layout, DeviceForget: cfg.DeviceForget, DeviceReap: cfg.DeviceReap,
 		RejectHorizon: cfg.RejectHorizon, Every: cfg.HousekeepingEvery, LegalHold: cfg.LegalHold}, n.log.Named("lifecycle"), n.NC, js, n.Store, reg)
 	if err := n.admin.ServeLifecycle(n.Lifecycle); err != nil {
