@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/archive"
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
@@ -76,6 +77,16 @@ type Config struct {
 	// and how long a stopping process stays up unready.
 	DebugHTTPAddr string
 	DrainDelay    time.Duration
+
+	// Early cleanup (issue 15 item 3, the syncer; internal/archive):
+	// rounds every CleanupEvery (0: off) of CleanupBatch users, at most
+	// CleanupRate purges a second; the new-device window (NewDeviceWindow,
+	// NewDeviceMax, shared with the gateway) is kept as it was
+	// CleanupMargin ago.
+	CleanupEvery  time.Duration
+	CleanupRate   float64
+	CleanupBatch  int
+	CleanupMargin time.Duration
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -83,7 +94,7 @@ type Config struct {
 // fanout.DefaultOptions), so each default is written once; the rest belong
 // to no library and are written here.
 func Defaults() Config {
-	gw, fo := gateway.DefaultOptions(), fanout.DefaultOptions()
+	gw, fo, cl := gateway.DefaultOptions(), fanout.DefaultOptions(), archive.DefaultCleanupOptions()
 	return Config{
 		NATSURL:     "nats://" + natsAddr,
 		DatabaseURL: store.DefaultURL,
@@ -115,6 +126,11 @@ func Defaults() Config {
 		RequestRate:       float64(gw.RequestRate),
 		PreauthConns:      gw.PreauthConns,
 		PreauthConnsPerIP: gw.PreauthConnsPerIP,
+
+		CleanupEvery:  cl.Every,
+		CleanupRate:   cl.Rate,
+		CleanupBatch:  cl.Batch,
+		CleanupMargin: cl.Margin,
 	}
 }
 
@@ -183,8 +199,6 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.TokenSecret, "token-secret", c.TokenSecret, "HS256 secret of client tokens (env INBOXD_TOKEN_SECRET); the default is the development secret")
 		fs.DurationVar(&c.DeviceReap, "device-reap", c.DeviceReap, "remove a device's cursor consumer after this long unused (recreated from the Postgres mirror at its next login)")
 		fs.IntVar(&c.TailScan, "tail-scan", c.TailScan, "catch-up reads from the Postgres archive when the consumer would scan more stream entries than this")
-		fs.DurationVar(&c.NewDeviceWindow, "new-device-window", c.NewDeviceWindow, "a device's first login replays the inbox entries of this last period…")
-		fs.IntVar(&c.NewDeviceMax, "new-device-max", c.NewDeviceMax, "…but at most this many (older history: conversation pulls)")
 		fs.IntVar(&c.OfflineThreshold, "offline-threshold", c.OfflineThreshold, "a device with more pending entries gets the summary and the newest page first")
 		fs.Float64Var(&c.PullRate, "pull-rate", c.PullRate, "conversation pulls per second per user")
 		fs.StringVar(&c.TokenEdKeyFile, "token-ed25519-key", c.TokenEdKeyFile, "PEM file of an Ed25519 public key: EdDSA client tokens are accepted too (with --token-secret \"\" only them)")
@@ -198,6 +212,18 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.Float64Var(&c.RequestRate, "request-rate", c.RequestRate, "summary_request, read, read_count, ack_range and refresh frames per second per user, burst twice that")
 		fs.IntVar(&c.PreauthConns, "preauth-conns", c.PreauthConns, "connections that have not finished hello, per gateway; more are closed at once")
 		fs.IntVar(&c.PreauthConnsPerIP, "preauth-conns-per-ip", c.PreauthConnsPerIP, "connections that have not finished hello, per remote IP (IPv6: per /64); more are closed at once")
+	}
+	if roles&(RoleGateway|RoleSyncer) != 0 {
+		// The gateway replays the window to a new device; the syncer's
+		// early cleanup keeps it in the streams: both read the same flags.
+		fs.DurationVar(&c.NewDeviceWindow, "new-device-window", c.NewDeviceWindow, "a device's first login replays the inbox entries of this last period… (the syncer's early cleanup keeps them)")
+		fs.IntVar(&c.NewDeviceMax, "new-device-max", c.NewDeviceMax, "…but at most this many (older history: conversation pulls)")
+	}
+	if roles&RoleSyncer != 0 {
+		fs.DurationVar(&c.CleanupEvery, "cleanup-every", c.CleanupEvery, "early cleanup: a round every this long purges from the INBOX streams what every device of a user confirmed, the archive holds and the new-device window does not need (0: off)")
+		fs.IntVar(&c.CleanupBatch, "cleanup-batch", c.CleanupBatch, "users one early cleanup round looks at")
+		fs.Float64Var(&c.CleanupRate, "cleanup-rate", c.CleanupRate, "early cleanup purges per second at most (each holds its partition's stream lock for a moment)")
+		fs.DurationVar(&c.CleanupMargin, "cleanup-margin", c.CleanupMargin, "early cleanup keeps the new-device window as it was this long ago (a new device's first cursor write, clock skew)")
 	}
 	if roles&RoleFanout != 0 {
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
@@ -221,6 +247,10 @@ func (c *Config) Validate() error {
 	}
 	if c.AckTimeout < 0 {
 		return fmt.Errorf("config: ack-timeout %s is negative (0 means 3 heartbeats)", c.AckTimeout)
+	}
+	if c.CleanupEvery < 0 || c.CleanupRate <= 0 || c.CleanupBatch < 1 || c.CleanupMargin <= 0 {
+		return fmt.Errorf("config: cleanup-every %s (0: off), cleanup-rate %g, cleanup-batch %d, cleanup-margin %s: want every not negative, the others positive",
+			c.CleanupEvery, c.CleanupRate, c.CleanupBatch, c.CleanupMargin)
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)

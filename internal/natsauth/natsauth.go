@@ -90,10 +90,12 @@ type perms struct {
 //     send results.
 //   - syncer: the installation's steward: creates and updates the streams;
 //     the archiver consumer on each INBOX_<p>; reads device consumers (the
-//     admin API's cursors); serves the admin API (a micro service) and
-//     publishes its events and revocation kicks.
+//     admin API's cursors); purges INBOX_<p> and direct-gets from it (the
+//     early cleanup); serves the admin API (a micro service) and publishes
+//     its events and revocation kicks.
 //
-// Nothing but admin may delete or purge a stream or delete a consumer.
+// Nothing but admin may delete a stream or a consumer; nothing but admin
+// and the syncer (INBOX_<p> only) may purge.
 func table(partitions int) map[Role]perms {
 	inbox := inboxStreams(partitions)
 	var gw, gwDeny, sy []string
@@ -111,7 +113,10 @@ func table(partitions int) map[Role]perms {
 		sy = concat(sy,
 			consumerCalls(st, archiver, "CREATE", "MSG.NEXT", "RESET"),
 			consumerCalls(st, "*", "INFO"),
-			[]string{"$JS.ACK." + st + "." + archiver + ".>"})
+			[]string{"$JS.ACK." + st + "." + archiver + ".>"},
+			// Early cleanup: purges of one user's subject below a sequence,
+			// and direct gets (JSON requests) that find what is there.
+			[]string{"$JS.API.STREAM.PURGE." + st, "$JS.API.DIRECT.GET." + st})
 	}
 	for _, st := range append([]string{sendStream}, inbox...) {
 		sy = concat(sy, []string{"$JS.API.STREAM.CREATE." + st, "$JS.API.STREAM.UPDATE." + st})

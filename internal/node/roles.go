@@ -17,9 +17,10 @@ import (
 	"github.com/inboxd/inboxd/internal/streams"
 )
 
-// startSyncer starts the admin API and the archiver, whose loop runs until
-// run ends.
-func (n *Node) startSyncer(run context.Context, layout streams.Layout, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
+// startSyncer starts the admin API, the archiver and the early cleanup,
+// whose loops run until run ends.
+func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
+	layout := cfg.Layout
 	var err error
 	if n.admin, err = admin.Start(n.NC, js, layout, n.Store, n.log.Named("admin")); err != nil {
 		return err
@@ -38,6 +39,15 @@ func (n *Node) startSyncer(run context.Context, layout streams.Layout, roles con
 	}
 	arch := archive.New(archive.Options{Layout: layout}, n.log.Named("archive"), ajs, n.Store, reg)
 	n.runLoop(run, "archiver", arch.Run)
+	if cfg.CleanupEvery > 0 {
+		cl, err := archive.NewCleaner(archive.CleanupOptions{Layout: layout, Every: cfg.CleanupEvery, Rate: cfg.CleanupRate,
+			Batch: cfg.CleanupBatch, Margin: cfg.CleanupMargin, NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax},
+			n.log.Named("cleanup"), n.NC, n.Store, reg)
+		if err != nil {
+			return err
+		}
+		n.runLoop(run, "early cleanup", cl.Run)
+	}
 	return nil
 }
 
