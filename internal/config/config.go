@@ -148,6 +148,11 @@ func DefaultsFor(roles Role) Config {
 	return c
 }
 
+// MinCleanupMargin is the shortest --cleanup-margin: above the gateways'
+// one-second flush of device cursors to Postgres, which writes a new
+// device's row, with a second to spare.
+const MinCleanupMargin = 2 * time.Second
+
 // natsAddr is the embedded NATS server's client address and the one the
 // services dial.
 const natsAddr = "127.0.0.1:4222"
@@ -248,9 +253,12 @@ func (c *Config) Validate() error {
 	if c.AckTimeout < 0 {
 		return fmt.Errorf("config: ack-timeout %s is negative (0 means 3 heartbeats)", c.AckTimeout)
 	}
-	if c.CleanupEvery < 0 || c.CleanupRate <= 0 || c.CleanupBatch < 1 || c.CleanupMargin <= 0 {
-		return fmt.Errorf("config: cleanup-every %s (0: off), cleanup-rate %g, cleanup-batch %d, cleanup-margin %s: want every not negative, the others positive",
-			c.CleanupEvery, c.CleanupRate, c.CleanupBatch, c.CleanupMargin)
+	if c.CleanupEvery < 0 || c.CleanupRate <= 0 || c.CleanupBatch < 1 {
+		return fmt.Errorf("config: cleanup-every %s (0: off), cleanup-rate %g, cleanup-batch %d: want every not negative, rate and batch positive",
+			c.CleanupEvery, c.CleanupRate, c.CleanupBatch)
+	}
+	if c.CleanupMargin < MinCleanupMargin {
+		return fmt.Errorf("config: cleanup-margin %s is below %s: a new device's cursor row is written up to a second after its login, and the margin must cover that", c.CleanupMargin, MinCleanupMargin)
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)
