@@ -13,6 +13,7 @@ import (
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/archive"
 	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
@@ -20,19 +21,19 @@ import (
 
 // BenchmarkEarlyCleanup measures what the early cleanup costs the write
 // path and catch-up. One node; each iteration is a pair of phases, the
-// cleanup off then on (the real archive.Cleaner on the node's NATS
-// connection and database, started and stopped by the benchmark), each
-// phase the same load: 8 senders write 2,000 messages to groups of 8 whose
+// cleanup off and on (the real archive.Cleaner, started and stopped by the
+// benchmark, on a NATS connection and a Postgres pool of its own), each
+// phase the same load: 8 senders write 4,000 messages to groups of 8 whose
 // members are online and confirm everything (with --new-device-max 10, so
 // the cleanup finds confirmed entries to purge), then one device logs in
 // to a 300-message backlog while a background sender keeps 200 messages/s
-// going. Pairs measured back to back (in alternating order) cancel the
-// drift of a shared machine;
-// it reports the medians of each side and of the per-pair ratios (sends
-// on/off; drain-ms: login to the last message), and what the cleanup did.
-// "default" paces purges at --cleanup-rate's default (20/s) with a round
-// every 100 ms (100 times the default's rounds: their direct gets and
-// queries at their most); "unpaced" allows 1000 purges/s.
+// going. Pairs measured back to back, in alternating order, cancel the
+// drift of a shared machine. It reports the medians of each side and of
+// the per-pair ratios (sends on/off; drain-ms: login to the last message),
+// and what the cleanup did. "default" paces purges at --cleanup-rate's
+// default (20/s) with a round every 100 ms (100 times the default's rounds:
+// their direct gets and queries at their most); "unpaced" allows 1000
+// purges/s.
 //
 // Run: go test -run '^$' -bench EarlyCleanup -benchtime 8x -timeout 30m ./internal/e2e/
 func BenchmarkEarlyCleanup(b *testing.B) {
@@ -51,7 +52,7 @@ func benchCleanup(b *testing.B, rate float64) {
 	cfg.CleanupEvery = 0 // the benchmark runs its own
 	n := testnode.StartNode(b, cfg, config.RoleAllInOne)
 	ctx := context.Background()
-	const senders, group, window, perPhase, backlog = 8, 8, 256, 2000, 300
+	const senders, group, window, perPhase, backlog = 8, 8, 256, 4000, 300
 
 	// Online members that confirm everything: their entries are what the
 	// cleanup removes.
@@ -138,6 +139,15 @@ func benchCleanup(b *testing.B, rate float64) {
 		return took
 	}
 
+	// Its own pool, as a syncer of a split deployment has: in this
+	// all-in-one node the fanout's batches would hold the shared one's few
+	// connections, and the cleanup's rounds would wait for them instead of
+	// purging at their pace.
+	st, err := store.Open(ctx, cfg.DatabaseURL, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(st.Close)
 	reg := prometheus.NewRegistry()
 	// A margin of 200 ms (below what the configuration allows: no device
 	// logs in for the first time here) lets the cleanup purge each user's
@@ -145,7 +155,7 @@ func benchCleanup(b *testing.B, rate float64) {
 	const margin = 200 * time.Millisecond
 	cl, err := archive.NewCleaner(archive.CleanupOptions{Layout: cfg.Layout, Every: 100 * time.Millisecond, Rate: rate,
 		Margin: margin, NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax},
-		testenv.Logger(b).Named("cleanup"), n.NC, n.Store, reg)
+		testenv.Logger(b).Named("cleanup"), testnode.Admin(b, n), st, reg)
 	if err != nil {
 		b.Fatal(err)
 	}
