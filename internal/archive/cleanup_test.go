@@ -398,7 +398,7 @@ func BenchmarkPurgeOneUser(b *testing.B) {
 		b.Fatal(err)
 	}
 	l := streams.Layout{InboxPartitions: 1, SendPartitions: 1}
-	if err := streams.EnsureStreams(ctx, js, l); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
 		b.Fatal(err)
 	}
 	const users, per = 2000, 100
