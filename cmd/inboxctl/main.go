@@ -10,7 +10,8 @@
 //	inboxctl audit [--older-than 10m]
 //	inboxctl token --uid U --device D [--ttl 24h] [--kid K] [--issuer I]
 //	inboxctl user revoke --uid U [--device D]
-//	inboxctl streams export --dir DIR
+//	inboxctl streams export --dir DIR [--hot-window 720h]
+//	inboxctl streams set --hot-window D
 //
 // Connection flags (each command): --nats URL (admin API), --url URL
 // (gateway: ws://127.0.0.1:7070/ws or tcp://127.0.0.1:7071), --secret
@@ -43,7 +44,8 @@ commands:
   user revoke --uid U [--device D]                           revoke a device (default: every device of the user):
                                                              its connections close, its tokens issued until now are refused
   nats-conf                                                  print the NATS users and permissions (deploy/nats/auth.conf)
-  streams export --dir DIR                                   write every stream and consumer definition as JSON
+  streams export --dir DIR [--hot-window 720h]               write every stream and consumer definition as JSON
+  streams set --hot-window D                                 change the installation's hot window: {"hot_window":"…","changed":[streams]}
 
 run "inboxctl <command> -h" for the flags of a command.
 `
@@ -86,11 +88,14 @@ func run(ctx context.Context, args []string) int {
 	case "token":
 		return tokenCmd(rest)
 	case "streams":
-		if len(rest) == 0 || rest[0] != "export" {
-			fmt.Fprint(os.Stderr, usage)
-			return 2
+		switch {
+		case len(rest) > 0 && rest[0] == "export":
+			return streamsExportCmd(rest[1:])
+		case len(rest) > 0 && rest[0] == "set":
+			return streamsSetCmd(ctx, rest[1:])
 		}
-		return streamsExportCmd(rest[1:])
+		fmt.Fprint(os.Stderr, usage)
+		return 2
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return 0

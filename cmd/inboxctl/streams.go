@@ -1,13 +1,58 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/streams"
 )
+
+// streamsSetCmd changes a setting the installation records on its streams:
+// the hot window (the documented change; a syncer started with another
+// --hot-window than the streams record refuses to start).
+func streamsSetCmd(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("streams set", flag.ContinueOnError)
+	var c conn
+	c.register(fs)
+	hot := fs.Duration("hot-window", 0, "record this hot window on every INBOX stream (the syncers' trimmers follow it; start them with the same --hot-window)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *hot == 0 {
+		fmt.Fprintln(os.Stderr, "streams set: --hot-window is required")
+		return 2
+	}
+	nc, err := c.connectNATS()
+	if err != nil {
+		return fail(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	changed, err := streams.ChangeHotWindow(ctx, js, *hot)
+	if err != nil {
+		return fail(err)
+	}
+	if changed == nil {
+		changed = []string{}
+	}
+	emit(struct {
+		HotWindow string   `json:"hot_window"`
+		Changed   []string `json:"changed"`
+	}{hot.String(), changed})
+	return 0
+}
 
 // streamsExportCmd writes the concrete definition of every stream and
 // consumer, for `nats stream add --config` and `nats consumer add --config`.
@@ -17,10 +62,14 @@ func streamsExportCmd(args []string) int {
 	l := streams.DefaultLayout
 	fs.IntVar(&l.InboxPartitions, "inbox-partitions", l.InboxPartitions, "INBOX partitions")
 	fs.IntVar(&l.SendPartitions, "send-partitions", l.SendPartitions, "SEND partitions")
+	hot := fs.Duration("hot-window", streams.DefaultHotWindow, "hot window recorded on the INBOX streams")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if err := l.Validate(); err != nil {
+		return fail(err)
+	}
+	if err := streams.ValidateHotWindow(*hot); err != nil {
 		return fail(err)
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
@@ -46,6 +95,7 @@ func streamsExportCmd(args []string) int {
 		if err != nil {
 			return fail(err)
 		}
+		streams.SetHotWindow(&c, *hot)
 		name := c.Name + ".json"
 		if err := write(name, c); err != nil {
 			return fail(err)

@@ -1,14 +1,21 @@
 // Package archive copies every inbox entry from the INBOX partitions into
-// Postgres inbox_archive, seconds behind the streams. The archive outlives
-// the streams' hot window, and it serves catch-up of older ranges by the
-// (uid, seq) index, so that a device's catch-up costs its own backlog
-// instead of a scan of everyone's traffic in its partition.
+// Postgres inbox_archive, seconds behind the streams, and trims the streams
+// to their hot window. The archive outlives the hot window, and it serves
+// catch-up of older ranges by the (uid, seq) index, so that a device's
+// catch-up costs its own backlog instead of a scan of everyone's traffic in
+// its partition.
+//
+// Nothing leaves a stream before it is archived: the INBOX streams have no
+// age limit, and the trimmer (trimmer.go) purges only entries that are both
+// archived and older than the hot window. An entry that does not decode is
+// kept in inbox_quarantine with its raw bytes (counted), and one removed
+// from a stream by other means before it was archived is counted and logged
+// as lost: the archive never passes an entry without a trace.
 package archive
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -27,8 +34,17 @@ type Options struct {
 	// BatchSize bounds the entries written in one transaction (default 5000).
 	BatchSize int
 	// FetchWait is the expiry of one pull request (default 2s, below the
-	// consumer's PinnedTTL).
+	// consumer's PinnedTTL; at least 1s).
 	FetchWait time.Duration
+	// HotWindow is the configured hot window (default
+	// streams.DefaultHotWindow); it sets TrimEvery's default. The trimmer
+	// trims by the window recorded on each stream, which equals it at start
+	// (streams.EnsureStreams) and follows a documented change
+	// (streams.ChangeHotWindow) without a restart.
+	HotWindow time.Duration
+	// TrimEvery is the trimmer's round: a tenth of the hot window, within
+	// 1s..1m. A round also refreshes the lag metrics.
+	TrimEvery time.Duration
 }
 
 // Archiver runs one writer per INBOX partition (pinned: among several
@@ -39,10 +55,12 @@ type Archiver struct {
 	js   jetstream.JetStream
 	st   *store.Store
 
-	entries prometheus.Counter
-	lag     *prometheus.GaugeVec
-	errors  prometheus.Counter
-	gaps    prometheus.Counter
+	entries     prometheus.Counter
+	errors      prometheus.Counter
+	gaps        prometheus.Counter
+	quarantined prometheus.Counter
+	lost        prometheus.Counter
+	trim        trimMetrics
 }
 
 // New returns an archiver.
@@ -56,15 +74,24 @@ func New(opts Options, log *zap.Logger, js jetstream.JetStream, st *store.Store,
 	if opts.FetchWait <= 0 {
 		opts.FetchWait = 2 * time.Second
 	}
+	if opts.HotWindow <= 0 {
+		opts.HotWindow = streams.DefaultHotWindow
+	}
+	if opts.TrimEvery <= 0 {
+		opts.TrimEvery = min(max(opts.HotWindow/10, time.Second), time.Minute)
+	}
 	f := promauto.With(reg)
 	return &Archiver{
 		opts: opts, log: log, js: js, st: st,
 		entries: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_entries_total", Help: "Inbox entries copied to inbox_archive."}),
-		lag: f.NewGaugeVec(prometheus.GaugeOpts{Name: "inboxd_archive_pending_entries",
-			Help: "Entries of a partition not yet archived (as of the last batch)."}, []string{"partition"}),
-		errors: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_batch_errors_total", Help: "Archive batches that failed and were retried."}),
+		errors:  f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_batch_errors_total", Help: "Archive batches that failed and were retried."}),
 		gaps: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_gaps_total",
 			Help: "Deliveries that skipped ahead of the archive; the consumer was put back at the first missing entry."}),
+		quarantined: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_quarantined_entries_total",
+			Help: "Inbox entries that did not decode, kept with their raw bytes in inbox_quarantine instead of inbox_archive."}),
+		lost: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_lost_entries_total",
+			Help: "Inbox entries removed from their stream by other means than the trimmer before the archiver copied them (a purge by hand): must stay 0."}),
+		trim: newTrimMetrics(f),
 	}
 }
 
@@ -79,6 +106,11 @@ func (a *Archiver) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.runTrimmer(ctx)
+	}()
 	for p := 0; p < a.opts.Layout.InboxPartitions; p++ {
 		cons, err := a.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(p), cfg)
 		if err != nil {
@@ -126,6 +158,7 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 	defer cc.Stop()
 	batch := make([]jetstream.Msg, 0, a.opts.BatchSize)
 	entries := make([]store.ArchivedEntry, 0, a.opts.BatchSize)
+	var quarantined []store.QuarantinedEntry
 	delay := 50 * time.Millisecond
 	for {
 		batch = batch[:0]
@@ -144,10 +177,10 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 				break fill
 			}
 		}
-		var upTo, pending uint64
+		var upTo uint64
 		var lastMsg jetstream.Msg
 		gap := false
-		entries = entries[:0]
+		entries, quarantined = entries[:0], quarantined[:0]
 		for _, m := range batch {
 			md, err := m.Metadata()
 			if err != nil {
@@ -158,20 +191,22 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 				lastMsg = m // archived before: a redelivery
 				continue
 			}
-			if seq > next && next < a.firstSeq(ctx, p) {
-				next = a.firstSeq(ctx, p) // the head expired (MaxAge): nothing to archive before it
+			if seq > next {
+				next = a.skipRemoved(ctx, log, p, next, seq)
 			}
 			if seq != next {
 				gap = true
 				break
 			}
 			next++
-			upTo, pending, lastMsg = seq, md.NumPending, m
-			// An entry that does not decode is skipped (logged, never archived)
-			// so that it cannot stop the partition's archive.
+			upTo, lastMsg = seq, m
+			// An entry that does not decode cannot stop the partition's
+			// archive, and it is not passed without a trace either: it is
+			// kept with its raw bytes, in the transaction that passes it.
 			e, err := archivedEntry(m.Subject(), seq, m.Data())
 			if err != nil {
-				log.Error("undecodable inbox entry skipped", zap.String("subject", m.Subject()), zap.Uint64("seq", seq), zap.Error(err))
+				log.Error("undecodable inbox entry quarantined", zap.String("subject", m.Subject()), zap.Uint64("seq", seq), zap.Error(err))
+				quarantined = append(quarantined, store.QuarantinedEntry{Partition: p, Seq: seq, Subject: m.Subject(), Raw: m.Data(), Err: err.Error()})
 				continue
 			}
 			entries = append(entries, e)
@@ -191,14 +226,14 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 				}
 			}
 		}
-		if len(entries) == 0 {
+		if upTo == 0 {
 			if lastMsg != nil && !gap {
 				_ = lastMsg.Ack()
 			}
 			continue
 		}
 		for {
-			err := a.st.ArchiveEntries(ctx, p, entries, upTo)
+			err := a.st.ArchiveBatch(ctx, p, entries, quarantined, upTo)
 			if err == nil {
 				delay = 50 * time.Millisecond
 				break
@@ -218,8 +253,28 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 		// AckPolicy all: the last archived message acknowledges the run.
 		_ = lastMsg.Ack()
 		a.entries.Add(float64(len(entries)))
-		a.lag.WithLabelValues(strconv.Itoa(p)).Set(float64(pending))
+		a.quarantined.Add(float64(len(quarantined)))
+		log.Debug("archived", zap.Uint64("up_to", upTo), zap.Int("entries", len(entries)), zap.Int("quarantined", len(quarantined)))
 	}
+}
+
+// skipRemoved is called when the consumer delivered seq while next is the
+// first entry not archived yet. Either the entries in between went to a
+// pull request nobody read (a gap: the consumer is put back), or they are
+// no longer in the stream: the trimmer never removes an unarchived entry,
+// so something else did (an operator's purge). Those are counted and
+// logged as lost, and the archive goes on after them. It returns the next
+// entry to archive.
+func (a *Archiver) skipRemoved(ctx context.Context, log *zap.Logger, p int, next, seq uint64) uint64 {
+	first, _, found, err := directGet(ctx, a.js.Conn(), p, directGetRequest{Seq: next, NextFor: inboxSubjects(p)})
+	if err != nil || !found || first <= next {
+		return next
+	}
+	to := min(first, seq)
+	a.lost.Add(float64(to - next))
+	log.Error("inbox entries were removed from the stream before they were archived",
+		zap.Uint64("from_seq", next), zap.Uint64("to_seq", to-1), zap.Uint64("entries", to-next))
+	return to
 }
 
 // archivedEntry is the archive row of the inbox entry at seq (streams
@@ -236,13 +291,4 @@ func archivedEntry(subject string, seq uint64, body []byte) (store.ArchivedEntry
 	}
 	return store.ArchivedEntry{UID: uid, Seq: seq, MsgID: e.MsgID, ConvID: e.ConvID, ConvSeq: e.ConvSeq,
 		Kind: int16(e.Kind), Event: int16(e.EventType), Peer: e.EventPeer}, nil
-}
-
-// firstSeq returns the oldest sequence still in partition p's stream.
-func (a *Archiver) firstSeq(ctx context.Context, p int) uint64 {
-	s, err := a.js.Stream(ctx, streams.InboxStream(p))
-	if err != nil {
-		return 0
-	}
-	return s.CachedInfo().State.FirstSeq
 }

@@ -10,7 +10,7 @@ import (
 
 // TestArchivedEntryFromStreamsFormat: the archive row of an entry written in
 // the streams format holds what the entry holds, an event's position in
-// conv_seq; an entry that does not decode is an error (the archiver skips it).
+// conv_seq; an entry that does not decode is an error (the archiver quarantines it).
 func TestArchivedEntryFromStreamsFormat(t *testing.T) {
 	for _, c := range []struct {
 		e    streams.Entry

@@ -58,6 +58,10 @@ type Config struct {
 
 	Layout streams.Layout
 
+	// Syncer: how long inbox entries stay in the INBOX streams (issue 15;
+	// recorded on the streams, changed by inboxctl streams set).
+	HotWindow time.Duration
+
 	// Gateway limits that a reconnect cannot reset (issue 13, item 3).
 	SendEntryRate     float64
 	MaxDevicesPerUser int
@@ -99,6 +103,7 @@ func Defaults() Config {
 		NATSListen:  natsAddr,
 		TokenSecret: auth.DevSecret,
 		Layout:      streams.DefaultLayout,
+		HotWindow:   streams.DefaultHotWindow,
 		DrainDelay:  ops.DefaultDrainDelay,
 
 		WSAddr:           gw.WSAddr,
@@ -210,6 +215,9 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.TokenIssuer, "token-issuer", c.TokenIssuer, "when set, a client token's iss must equal it (env INBOXD_TOKEN_ISSUER)")
 		fs.DurationVar(&c.TokenMaxTTL, "token-max-ttl", c.TokenMaxTTL, "longest client token lifetime (exp - iat) accepted; tokens without iat are refused (env INBOXD_TOKEN_MAX_TTL)")
 	}
+	if roles&RoleSyncer != 0 {
+		fs.DurationVar(&c.HotWindow, "hot-window", c.HotWindow, "inbox entries stay in the INBOX streams this long, then are read from the Postgres archive; only archived entries are trimmed. Recorded on the streams: change it with `inboxctl streams set --hot-window` (env INBOXD_HOT_WINDOW)")
+	}
 	if roles&RoleFanout != 0 {
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
 		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
@@ -220,6 +228,9 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 func (c *Config) Validate() error {
 	if err := c.Layout.Validate(); err != nil {
 		return err
+	}
+	if err := streams.ValidateHotWindow(c.HotWindow); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if c.BatchSize < 1 || c.BatchSize > 512 {
 		return fmt.Errorf("config: batch %d out of range 1..512", c.BatchSize)

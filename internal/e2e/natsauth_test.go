@@ -78,7 +78,7 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t, 30*time.Second)
-	if err := streams.EnsureStreams(ctx, js, l); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
 		t.Fatal(err)
 	}
 	if err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
@@ -178,7 +178,9 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		{sy, "subscribe to every reply (_INBOX.>)", "sub", "_INBOX.>", nil, false},
 		{sy, "create a stream not of the installation", "req", "$JS.API.STREAM.CREATE.OTHER", map[string]any{"name": "OTHER"}, false},
 		{sy, "delete a stream", "req", "$JS.API.STREAM.DELETE.INBOX_0", nil, false},
-		{sy, "purge a stream", "req", "$JS.API.STREAM.PURGE.INBOX_0", nil, false},
+		{sy, "trim an INBOX stream", "req", "$JS.API.STREAM.PURGE.INBOX_0", map[string]any{"seq": 1}, true},
+		{sy, "direct get of an entry's time", "req", "$JS.API.DIRECT.GET.INBOX_0", map[string]any{"seq": 1}, true},
+		{sy, "purge SEND", "req", "$JS.API.STREAM.PURGE.SEND", nil, false},
 		{sy, "delete a device consumer", "req", "$JS.API.CONSUMER.DELETE.INBOX_0." + d7, nil, false},
 		{sy, "create a consumer on SEND", "req", "$JS.API.CONSUMER.CREATE.SEND.x", nil, false},
 		{sy, "create a device consumer", "req", "$JS.API.CONSUMER.CREATE.INBOX_0.x.inbox.0.8", nil, false},

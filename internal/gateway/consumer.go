@@ -153,6 +153,22 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 		info, resetSeq, nextDseq = r.ConsumerInfo, r.ResetSeq, 1
 	}
 	cursor := info.AckFloor.Stream
+	if found && cursor > mirror.AckSeq {
+		// A purge of the stream (the syncer's trimmer: archived entries
+		// older than the hot window) moves every consumer's ack floor to
+		// just below the stream's new first entry, past entries the device
+		// never confirmed (the archive holds them); so does creating a
+		// consumer at a start below the first entry. A floor the device
+		// moved is at an entry still in the stream: a floor below the first
+		// entry is the mirror's (only confirmations move it) to say.
+		first, err := dc.firstSeq(ctx)
+		if err != nil {
+			return openedConsumer{}, err
+		}
+		if cursor < first {
+			cursor = mirror.AckSeq
+		}
+	}
 	if found && mirror.AckSeq > cursor {
 		// The consumer knows less than the mirror (recreated from an older
 		// mirror by another gateway, or restored): the mirror is a
@@ -166,6 +182,16 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 		o.at = cursor + 1
 	}
 	return o, nil
+}
+
+// firstSeq returns the stream sequence of the oldest entry of the
+// partition (the last sequence + 1 when the stream is empty).
+func (dc *deviceConsumer) firstSeq(ctx context.Context) (uint64, error) {
+	s, err := dc.js.Stream(ctx, dc.stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", dc.stream, err)
+	}
+	return s.CachedInfo().State.FirstSeq, nil
 }
 
 // newDeviceCap moves a new device's cursor up so that at most

@@ -32,6 +32,7 @@ type metrics struct {
 	eventsGivenUp      *prometheus.CounterVec
 	ackRanges          prometheus.Counter
 	orphans            prometheus.Counter
+	trimmedUnderRead   prometheus.Counter
 	ackTimeouts        prometheus.Counter
 	refreshes          prometheus.Counter // token refreshes accepted (tokenlife.go)
 
@@ -123,6 +124,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		orphans: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_orphaned_deliveries_total",
 			Help: "Fetches dropped because the consumer had delivered entries to a pull request nobody read; the consumer is put back at the cursor.",
+		}),
+		trimmedUnderRead: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_tail_reads_trimmed_total",
+			Help: "Tail fetches dropped because the syncer trimmed part of their stretch from the stream meanwhile; it is read from the archive.",
 		}),
 		ackRanges: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_ack_ranges_total", Help: "Explicit range confirmations (entries the client chose not to fetch).",

@@ -156,6 +156,10 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 		putPage(f.pg)
 		return true, nil // the next step repositions the consumer at the cursor
 	}
+	if trimmed, err := s.trimmedUnder(ctx, f.from); err != nil || trimmed {
+		putPage(f.pg)
+		return trimmed, err
+	}
 	if len(f.delivered) == 0 {
 		// NumPending said there was more, the fetch brought nothing (it
 		// timed out, or the consumer is at max_ack_pending): try again
@@ -177,6 +181,33 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 	}
 	more, err := s.sendPage(f.pg, f.from, f.last, f.left > 0)
 	return more || f.left > 0, err
+}
+
+// trimmedUnder reports whether the stream lost entries after from while a
+// tail fetch read from there: the syncer's trimmer purges archived entries
+// older than the hot window, and a purge moves the consumer past them
+// without a trace in what it delivers, so a page read across it would jump
+// them. Only a stretch the archive holds can be trimmed (the trimmer's
+// bound is an archive mark the gateway has seen), so only such a read asks
+// the stream. Then the fetch is dropped and the stretch is read from the
+// archive.
+func (s *session) trimmedUnder(ctx context.Context, from uint64) (bool, error) {
+	if from >= s.g.parts.get(s.p).archived {
+		return false, nil
+	}
+	first, err := s.cons.firstSeq(ctx)
+	if err != nil {
+		return false, err
+	}
+	if from+1 >= first {
+		return false, nil
+	}
+	s.g.metrics.trimmedUnderRead.Inc()
+	s.mu.Lock()
+	s.tail.orphaned() // put back at the cursor before it reads the tail again
+	s.archiving = true
+	s.mu.Unlock()
+	return true, nil
 }
 
 // tailPending returns the consumer's NumPending: as the last fetch left it

@@ -122,9 +122,9 @@ func (s *session) step() (bool, error) {
 
 // fromArchive reports whether the page after covered is read from the
 // Postgres archive rather than from the consumer. It is when the archive
-// holds it and the stream no longer does (older than MaxAge), or when the
-// consumer would have to scan more than TailScan entries of the partition
-// (everyone's) from there to the head; a catch-up that started from the
+// holds it and the stream no longer does (trimmed: archived and older than
+// the hot window), or when the consumer would have to scan more than
+// TailScan entries of the partition (everyone's) from there to the head; a catch-up that started from the
 // archive stays there while the archive holds the range.
 //
 // A filtered consumer read costs every entry of the partition in its

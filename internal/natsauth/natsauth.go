@@ -89,11 +89,14 @@ type perms struct {
 //     unpin, ack); publishes inbox entries, the live announcements and the
 //     send results.
 //   - syncer: the installation's steward: creates and updates the streams;
-//     the archiver consumer on each INBOX_<p>; reads device consumers (the
-//     admin API's cursors); serves the admin API (a micro service) and
-//     publishes its events and revocation kicks.
+//     the archiver consumer on each INBOX_<p>; trims the INBOX streams
+//     (purges of archived entries older than the hot window, direct gets
+//     of entry times); reads device consumers (the admin API's cursors);
+//     serves the admin API (a micro service) and publishes its events and
+//     revocation kicks.
 //
-// Nothing but admin may delete or purge a stream or delete a consumer.
+// Nothing but admin may delete a stream or a consumer; nothing but the
+// syncer and admin may purge one, and the syncer only the INBOX streams.
 func table(partitions int) map[Role]perms {
 	inbox := inboxStreams(partitions)
 	var gw, gwDeny, sy []string
@@ -111,7 +114,10 @@ func table(partitions int) map[Role]perms {
 		sy = concat(sy,
 			consumerCalls(st, archiver, "CREATE", "MSG.NEXT", "RESET"),
 			consumerCalls(st, "*", "INFO"),
-			[]string{"$JS.ACK." + st + "." + archiver + ".>"})
+			[]string{"$JS.ACK." + st + "." + archiver + ".>",
+				// The trimmer: purges of archived entries older than the
+				// hot window, direct gets of an entry's time.
+				"$JS.API.STREAM.PURGE." + st, "$JS.API.DIRECT.GET." + st})
 	}
 	for _, st := range append([]string{sendStream}, inbox...) {
 		sy = concat(sy, []string{"$JS.API.STREAM.CREATE." + st, "$JS.API.STREAM.UPDATE." + st})

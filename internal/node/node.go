@@ -91,7 +91,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 	if err := n.connectPostgres(ctx, cfg.DatabaseURL); err != nil {
 		return nil, err
 	}
-	js, err := n.connectNATS(ctx, login, roles, cfg.Layout)
+	js, err := n.connectNATS(ctx, login, roles, cfg.Layout, cfg.HotWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 	run, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if roles&config.RoleSyncer != 0 {
-		if err := n.startSyncer(run, cfg.Layout, roles, login, js, reg); err != nil {
+		if err := n.startSyncer(run, cfg, roles, login, js, reg); err != nil {
 			return nil, err
 		}
 	}

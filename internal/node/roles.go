@@ -19,9 +19,9 @@ import (
 
 // startSyncer starts the admin API and the archiver, whose loop runs until
 // run ends.
-func (n *Node) startSyncer(run context.Context, layout streams.Layout, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
+func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
 	var err error
-	if n.admin, err = admin.Start(n.NC, js, layout, n.Store, n.log.Named("admin")); err != nil {
+	if n.admin, err = admin.Start(n.NC, js, cfg.Layout, n.Store, n.log.Named("admin")); err != nil {
 		return err
 	}
 	// The archiver reads every inbox entry: on its own connection, so
@@ -36,7 +36,7 @@ func (n *Node) startSyncer(run context.Context, layout streams.Layout, roles con
 			return err
 		}
 	}
-	arch := archive.New(archive.Options{Layout: layout}, n.log.Named("archive"), ajs, n.Store, reg)
+	arch := archive.New(archive.Options{Layout: cfg.Layout, HotWindow: cfg.HotWindow}, n.log.Named("archive"), ajs, n.Store, reg)
 	n.runLoop(run, "archiver", arch.Run)
 	return nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -28,6 +29,13 @@ type ArchivedEntry struct {
 // upTo, in one transaction. Every entry of p up to upTo must be in entries
 // or archived before.
 func (s *Store) ArchiveEntries(ctx context.Context, p int, entries []ArchivedEntry, upTo uint64) error {
+	return s.ArchiveBatch(ctx, p, entries, nil, upTo)
+}
+
+// ArchiveBatch is ArchiveEntries with the batch's undecodable entries,
+// which go to inbox_quarantine in the same transaction: every entry of p up
+// to upTo must be in entries or quarantined, or archived before.
+func (s *Store) ArchiveBatch(ctx context.Context, p int, entries []ArchivedEntry, quarantined []QuarantinedEntry, upTo uint64) error {
 	n := len(entries)
 	uids, seqs, msgs, convs, cseqs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	kinds, events := make([]int16, n), make([]int16, n)
@@ -44,6 +52,9 @@ func (s *Store) ArchiveEntries(ctx context.Context, p int, entries []ArchivedEnt
 			                     $7::smallint[], $8::bigint[])
 			ON CONFLICT DO NOTHING`, uids, seqs, msgs, convs, cseqs, kinds, events, peers)
 	}
+	for _, q := range quarantined {
+		b.Queue(sqlQuarantine, p, int64(q.Seq), q.Subject, q.Raw, q.Err)
+	}
 	b.Queue(`
 		INSERT INTO archive_progress (partition, archived_seq, updated_at) VALUES ($1, $2, now())
 		ON CONFLICT (partition) DO UPDATE
@@ -55,6 +66,23 @@ func (s *Store) ArchiveEntries(ctx context.Context, p int, entries []ArchivedEnt
 		return fmt.Errorf("store: archive partition %d: %w", p, err)
 	}
 	return nil
+}
+
+// ArchivedThrough returns partition p's archive mark: every entry of INBOX_p
+// with seq <= it is in inbox_archive (or, undecodable, in inbox_quarantine),
+// so purging INBOX_p below it+1 loses nothing. 0 when nothing is archived.
+// The mark only rises. The trimmer and early cleanup bound their purges by
+// it.
+func (s *Store) ArchivedThrough(ctx context.Context, p int) (uint64, error) {
+	var seq int64
+	err := s.Pool.QueryRow(ctx, `SELECT archived_seq FROM archive_progress WHERE partition = $1`, p).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: archive progress of partition %d: %w", p, err)
+	}
+	return uint64(seq), nil
 }
 
 // ArchiveProgress returns archived_seq of every partition that has one.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -122,14 +123,32 @@ func FanoutConsumerConfig(p int) (jetstream.ConsumerConfig, error) {
 	return c, nil
 }
 
-// EnsureStreams creates or updates SEND and every INBOX partition. It refuses
-// to touch an installation created with a different inbox partition count.
-func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout) error {
+// EnsureStreams creates or updates SEND and every INBOX partition, recording
+// hotWindow on the INBOX streams. It refuses to touch an installation
+// created with a different inbox partition count or recording another hot
+// window (ErrHotWindowMismatch: ChangeHotWindow changes it), and it changes
+// nothing before it checked every partition.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, hotWindow time.Duration) error {
 	if err := l.Validate(); err != nil {
+		return err
+	}
+	if err := ValidateHotWindow(hotWindow); err != nil {
 		return err
 	}
 	if err := checkLayout(ctx, js, l); err != nil {
 		return err
+	}
+	for p := 0; p < l.InboxPartitions; p++ {
+		s, err := js.Stream(ctx, InboxStream(p))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("streams: look up %s: %w", InboxStream(p), err)
+		}
+		if err := checkHotWindow(s.CachedInfo().Config, hotWindow); err != nil {
+			return err
+		}
 	}
 	send, err := SendStreamConfig()
 	if err != nil {
@@ -147,6 +166,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout) error 
 		if err != nil {
 			return err
 		}
+		SetHotWindow(&c, hotWindow)
 		if _, err := js.CreateOrUpdateStream(ctx, c); err != nil {
 			return fmt.Errorf("streams: ensure %s: %w", c.Name, err)
 		}

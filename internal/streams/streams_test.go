@@ -97,11 +97,11 @@ func TestEnsureCreatesEveryPartitionWithTheFileSettings(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
 	l := streams.Layout{InboxPartitions: 5, SendPartitions: 3}
-	if err := streams.EnsureStreams(ctx, js, l); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
 		t.Fatal(err)
 	}
 	// Idempotent: a restart runs it again.
-	if err := streams.EnsureStreams(ctx, js, l); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
 		t.Fatal(err)
 	}
 	if err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
@@ -113,7 +113,11 @@ func TestEnsureCreatesEveryPartitionWithTheFileSettings(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := s.CachedInfo().Config
-		if c.Retention != jetstream.LimitsPolicy || c.MaxAge != 30*24*time.Hour || c.MaxConsumers < 100000 ||
+		// No MaxAge: the syncer's trimmer enforces the recorded hot window.
+		if hw, ok, err := streams.HotWindow(c); err != nil || !ok || hw != streams.DefaultHotWindow {
+			t.Fatalf("INBOX_%d hot window %v, %v, %v; want %v recorded", p, hw, ok, err, streams.DefaultHotWindow)
+		}
+		if c.Retention != jetstream.LimitsPolicy || c.MaxAge != 0 || c.Discard != jetstream.DiscardNew || c.MaxConsumers < 100000 ||
 			c.Duplicates != 2*time.Minute || len(c.Subjects) != 1 || c.Subjects[0] != fmt.Sprintf("inbox.%d.*", p) {
 			t.Fatalf("INBOX_%d config: %+v", p, c)
 		}
@@ -143,10 +147,10 @@ func TestEnsureRefusesADifferentPartitionCount(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	if err := streams.EnsureStreams(ctx, js, streams.Layout{InboxPartitions: 4, SendPartitions: 4}); err != nil {
+	if err := streams.EnsureStreams(ctx, js, streams.Layout{InboxPartitions: 4, SendPartitions: 4}, streams.DefaultHotWindow); err != nil {
 		t.Fatal(err)
 	}
-	err := streams.EnsureStreams(ctx, js, streams.Layout{InboxPartitions: 8, SendPartitions: 4})
+	err := streams.EnsureStreams(ctx, js, streams.Layout{InboxPartitions: 8, SendPartitions: 4}, streams.DefaultHotWindow)
 	if err == nil || !strings.Contains(err.Error(), "fixed at install") {
 		t.Fatalf("err = %v, want a refusal", err)
 	}

@@ -1,0 +1,302 @@
+package e2e
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/ids"
+	"github.com/inboxd/inboxd/internal/node"
+	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/internal/testenv/testnode"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// shortHotWindow is the hot window of these tests' nodes: entries older
+// than this are trimmed from the streams once archived (trimmer rounds of
+// 1 s).
+const shortHotWindow = 2 * time.Second
+
+func hotWindowNode(t *testing.T, adjust func(*config.Config)) *node.Node {
+	t.Helper()
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.HotWindow = shortHotWindow
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	return testnode.StartNode(t, cfg, config.RoleAllInOne)
+}
+
+// inboxState returns the first sequence and the entry count of uid's INBOX
+// partition.
+func inboxState(t *testing.T, n *node.Node, uid int64) (first, msgs uint64) {
+	t.Helper()
+	js, err := jetstream.New(n.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctxT(t, 5*time.Second), streams.InboxStream(ids.Partition(uid, testnode.Layout().InboxPartitions)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.CachedInfo().State
+	return st.FirstSeq, st.Msgs
+}
+
+// waitCond polls cond every 50 ms until it holds; after within it fails
+// with what cond last said.
+func waitCond(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %s", what, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A device offline for longer than the hot window gets every message, in
+// order, each once: the entries trimmed from the stream while it was away
+// from the Postgres archive, then the newest ones (not archived yet) from
+// the stream, with nothing skipped. The trim moved the device's consumer
+// (a purge moves every consumer past what it removes); its cursor is the
+// one the device confirmed all the same; so is a consumer that was reaped
+// meanwhile and is created again at a start below the stream's first entry.
+func TestDeviceOfflineLongerThanTheHotWindowGetsEverything(t *testing.T) {
+	t.Run("consumer kept", func(t *testing.T) {
+		n := testOfflineLongerThanTheHotWindow(t, nil)
+		if r := metric(t, n, "inboxd_gateway_consumers_recreated_total"); r != 0 {
+			t.Fatalf("%v consumers recreated: the device's was to be kept", r)
+		}
+	})
+	t.Run("consumer reaped", func(t *testing.T) {
+		n := testOfflineLongerThanTheHotWindow(t, func(c *config.Config) { c.DeviceReap = time.Second })
+		if r := metric(t, n, "inboxd_gateway_consumers_recreated_total"); r == 0 {
+			t.Fatal("the device's consumer was not reaped and recreated")
+		}
+	})
+}
+
+func testOfflineLongerThanTheHotWindow(t *testing.T, adjust func(*config.Config)) *node.Node {
+	n := hotWindowNode(t, adjust)
+	conv := createConv(t, n, false, 1, 2)
+
+	// The device's first login: its consumer and its cursor (0) exist.
+	c := dialRaw(t, n.Gateway.TCPAddr())
+	c.rawHello(2, "phone", "desktop")
+	waitCond(t, 10*time.Second, "the device's cursor mirrored", func() (bool, string) {
+		k := count(t, n, `SELECT count(*) FROM device_cursor WHERE uid = 2`)
+		return k == 1, fmt.Sprintf("%d rows", k)
+	})
+	c.nc.Close()
+
+	const old = 300
+	want := sendN(t, n, 1, conv, old, "old")
+	// Archived and older than the window: trimmed, every one of them.
+	waitCond(t, 30*time.Second, "the old entries trimmed", func() (bool, string) {
+		first, msgs := inboxState(t, n, 2)
+		return msgs == 0, fmt.Sprintf("first seq %d, %d entries", first, msgs)
+	})
+	trimmedBelow, _ := inboxState(t, n, 2)
+
+	// The newest entries wait for the archiver (it cannot write): the
+	// device reads them from the stream.
+	tx, err := n.Store.Pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(context.Background(), `LOCK TABLE archive_progress IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, sendN(t, n, 1, conv, 5, "new")...)
+
+	archivePages := metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`)
+	tailPages := metric(t, n, `inboxd_gateway_backfill_pages_total{source="tail"}`)
+	c = dialRaw(t, n.Gateway.TCPAddr())
+	c.rawHello(2, "phone", "desktop")
+	var got []*pb.Message
+	for {
+		b := c.nextBatch()
+		if b == nil {
+			t.Fatalf("connection closed after %d of %d messages", len(got), len(want))
+		}
+		got = append(got, b.GetMessages()...)
+		if b.GetBatchId() != 0 {
+			c.write(&pb.Ack{BatchIds: []uint64{b.GetBatchId()}})
+		}
+		if b.GetLane() == pb.Lane_BACKFILL && !b.GetHasMore() {
+			break
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("the device got %d messages, want %d (%d sent before the trim, 5 after)", len(got), len(want), old)
+	}
+	for i, m := range got {
+		if m.GetMsgId() != want[i] {
+			t.Fatalf("message %d is msg %d (seq %d), want %d: every message in order, once", i, m.GetMsgId(), m.GetSeq(), want[i])
+		}
+		if i > 0 && m.GetSeq() <= got[i-1].GetSeq() {
+			t.Fatalf("message %d: seq %d after %d", i, m.GetSeq(), got[i-1].GetSeq())
+		}
+		if (i < old) != (m.GetSeq() < trimmedBelow) {
+			t.Fatalf("message %d has seq %d; the stream was trimmed below %d", i, m.GetSeq(), trimmedBelow)
+		}
+	}
+	if d := metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`) - archivePages; d == 0 {
+		t.Fatal("no backfill page came from the archive")
+	}
+	if d := metric(t, n, `inboxd_gateway_backfill_pages_total{source="tail"}`) - tailPages; d == 0 {
+		t.Fatal("no backfill page came from the stream")
+	}
+	return n
+}
+
+// An inbox entry that does not decode (garbage published to a user's inbox
+// subject, here by the admin user) is not skipped without a trace: it lands
+// in inbox_quarantine with its raw bytes and the error, it is counted, and
+// the archiver goes on: the messages after it are archived, the archive
+// mark passes it, and the device gets them.
+func TestUndecodableEntryIsQuarantinedAndTheArchiverGoesOn(t *testing.T) {
+	n := hotWindowNode(t, nil)
+	conv := createConv(t, n, false, 1, 2)
+	before := sendN(t, n, 1, conv, 3, "before")
+	waitArchived(t, n, 6)
+
+	p := ids.Partition(2, testnode.Layout().InboxPartitions)
+	adm := testnode.Admin(t, n)
+	js, err := jetstream.New(adm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := []byte{0xff, 0x01, 0xfe, 'n', 'o', 't', ' ', 'a', 'n', ' ', 'e', 'n', 't', 'r', 'y'}
+	ack, err := js.Publish(ctxT(t, 5*time.Second), streams.InboxSubject(p, 2), garbage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := sendN(t, n, 1, conv, 3, "after")
+	waitArchived(t, n, 12)
+
+	waitCond(t, 10*time.Second, "the entry quarantined", func() (bool, string) {
+		k := count(t, n, `SELECT count(*) FROM inbox_quarantine`)
+		return k == 1, fmt.Sprintf("%d rows", k)
+	})
+	q, err := n.Store.Quarantined(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != 1 || q[0].Partition != p || q[0].Seq != ack.Sequence || q[0].Subject != streams.InboxSubject(p, 2) ||
+		string(q[0].Raw) != string(garbage) || q[0].Err == "" {
+		t.Fatalf("quarantine %+v; want the entry at seq %d with its raw bytes and an error", q, ack.Sequence)
+	}
+	if v := metric(t, n, "inboxd_archive_quarantined_entries_total"); v != 1 {
+		t.Fatalf("inboxd_archive_quarantined_entries_total %v, want 1", v)
+	}
+	if got := count(t, n, `SELECT count(*) FROM inbox_archive WHERE uid = 2 AND seq = $1`, int64(ack.Sequence)); got != 0 {
+		t.Fatalf("the garbage entry is in inbox_archive")
+	}
+	var mark int64
+	if err := n.Store.Pool.QueryRow(context.Background(), `SELECT archived_seq FROM archive_progress WHERE partition = $1`, p).Scan(&mark); err != nil || uint64(mark) <= ack.Sequence {
+		t.Fatalf("archive mark %d (%v): not past the quarantined entry %d", mark, err, ack.Sequence)
+	}
+	d := connectDevice(t, n, 2, "phone", deviceOpts{})
+	checkOrderedOnce(t, d.waitFor(6, 20*time.Second), append(before, after...))
+}
+
+// A catch-up that reads a stretch the archive already holds from the
+// stream (a short tail) does not lose what the trimmer purges under it: a
+// purge moves the consumer past the purged entries silently, so the page
+// read after it would jump them. Here the page waits for the user's
+// backfill bucket (5 a second) while its 50 entries turn older than the
+// hot window and are trimmed, and 5 newer ones arrive (not archived: the
+// archiver cannot write); the fetch, which brings only those 5, is dropped
+// and the stretch read from the archive instead.
+func TestEntriesTrimmedUnderATailReadComeFromTheArchive(t *testing.T) {
+	n := hotWindowNode(t, nil)
+	gw := testnode.Gateway(t, n, gateway.Options{UserBackfillRate: 5, UserBackfillBurst: 5})
+	conv := createConv(t, n, false, 1, 2)
+	c := dialRaw(t, gw.TCPAddr())
+	c.rawHello(2, "phone", "desktop")
+	waitCond(t, 10*time.Second, "the device's cursor mirrored", func() (bool, string) {
+		k := count(t, n, `SELECT count(*) FROM device_cursor WHERE uid = 2`)
+		return k == 1, fmt.Sprintf("%d rows", k)
+	})
+	c.nc.Close()
+
+	want := sendN(t, n, 1, conv, 50, "old")
+	waitArchived(t, n, 100)
+	c = dialRaw(t, gw.TCPAddr())
+	c.rawHello(2, "phone", "desktop") // the pump positions the consumer and waits for 50 tokens: 9 s
+	waitCond(t, 10*time.Second, "the 50 entries trimmed", func() (bool, string) {
+		first, msgs := inboxState(t, n, 2)
+		return msgs == 0, fmt.Sprintf("first seq %d, %d entries", first, msgs)
+	})
+	// The new ones stay in the stream: the archiver cannot write, so
+	// they are neither archived nor trimmed.
+	tx, err := n.Store.Pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(context.Background(), `LOCK TABLE archive_progress IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, sendN(t, n, 1, conv, 5, "new")...)
+
+	// The 5 new ones come live; the 50 by backfill, and they must not be
+	// jumped.
+	frames := c.frames()
+	var got []*pb.Message
+	timeout := time.After(30 * time.Second)
+	for backfillDone := false; len(got) < len(want) || !backfillDone; {
+		select {
+		case m, ok := <-frames:
+			if !ok {
+				t.Fatalf("connection closed after %d of %d messages", len(got), len(want))
+			}
+			b, ok := m.(*pb.Batch)
+			if !ok {
+				continue
+			}
+			got = append(got, b.GetMessages()...)
+			if b.GetBatchId() != 0 {
+				c.write(&pb.Ack{BatchIds: []uint64{b.GetBatchId()}})
+			}
+			if b.GetLane() == pb.Lane_BACKFILL && !b.GetHasMore() {
+				backfillDone = true
+			}
+		case <-timeout:
+			t.Fatalf("after 30 s the device has %d of %d messages: %v", len(got), len(want), msgIDs(got))
+		}
+	}
+	slices.SortFunc(got, func(a, b *pb.Message) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
+	if len(got) != len(want) {
+		t.Fatalf("the device got %d messages, want %d: %v", len(got), len(want), msgIDs(got))
+	}
+	for i, m := range got {
+		if m.GetMsgId() != want[i] {
+			t.Fatalf("message %d by seq is msg %d, want %d: %v", i, m.GetMsgId(), want[i], msgIDs(got))
+		}
+	}
+}
+
+func msgIDs(ms []*pb.Message) []int64 {
+	out := make([]int64, len(ms))
+	for i, m := range ms {
+		out[i] = m.GetMsgId()
+	}
+	return out
+}
