@@ -13,6 +13,10 @@ type Conversation struct {
 	// Direct conversations: how far the peer's devices stored and read.
 	PeerDelivered int64
 	PeerRead      int64
+	// ExpiredUpTo: the server's retention removed the messages up to this
+	// conv_seq (learned from batches, pulls and the summary): they never
+	// come, and the client does not wait for them.
+	ExpiredUpTo int64
 }
 
 // Unread is LastSeq - ReadSeq.
@@ -58,7 +62,25 @@ func (c *Client) applySummary(s *pb.Summary) {
 		cv := c.convLocked(cs.GetConvId())
 		cv.LastSeq = max(cv.LastSeq, cs.GetLastSeq())
 		cv.ReadSeq = max(cv.ReadSeq, cs.GetReadSeq())
+		cv.ExpiredUpTo = max(cv.ExpiredUpTo, cs.GetExpiredUpToConvSeq())
 	}
+}
+
+// applyExpiredEntry records an inbox entry whose body retention removed.
+func (c *Client) applyExpiredEntry(m Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cv := c.convLocked(m.ConvID)
+	cv.LastSeq = max(cv.LastSeq, m.ConvSeq)
+	cv.ExpiredUpTo = max(cv.ExpiredUpTo, m.ConvSeq)
+}
+
+// applyExpired records a conversation's retention horizon.
+func (c *Client) applyExpired(conv, upTo int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cv := c.convLocked(conv)
+	cv.ExpiredUpTo = max(cv.ExpiredUpTo, upTo)
 }
 
 func (c *Client) applyRead(conv, seq int64) {

@@ -46,6 +46,7 @@ type pendingMsg struct {
 	m       Message
 	b       *batchTrack // nil for a pulled message (not an inbox entry)
 	arrived time.Time
+	expired bool // retention removed its body: confirmed and passed over, never handed over
 }
 
 // stepKind is what release decided for a message.
@@ -57,6 +58,7 @@ const (
 	stepNewest                      // hand over at once: a newest page, ahead of order by design
 	stepDuplicate                   // handed over before (or the application has it): confirm only
 	stepNewestAgain                 // the drain reached a message a newest page handed over: confirm only
+	stepExpired                     // an entry whose body retention removed: confirm only, its conv_seq is passed over
 	stepPull                        // fill conv's gap (after, before) from the conversation timeline
 )
 
@@ -101,12 +103,29 @@ func (o *order) addNewest(p pendingMsg) {
 	o.newest = append(o.newest, p)
 }
 
+// expire passes over conv's conv_seqs up to upTo, which retention removed
+// (a batch's or a pull's expired range): nothing waits for them, and no
+// pull asks for them. A conversation the client does not follow yet
+// (high-water mark 0) needs nothing: its first message goes anyway. What
+// comes later at or below upTo is handed over Late, like anything a gap
+// release passed over.
+func (o *order) expire(conv, upTo int64) {
+	cb := o.conv(conv)
+	if cb.hwm > 0 && upTo > cb.hwm {
+		cb.passTo(upTo)
+	}
+}
+
 // addPulled buffers the answer of a gap fill; partial says the pull gave up
-// before it covered the gap (it is asked again).
-func (o *order) addPulled(conv int64, msgs []Message, partial bool, now time.Time) {
+// before it covered the gap (it is asked again); expiredUpTo is the
+// conversation's retention horizon the pull reported.
+func (o *order) addPulled(conv int64, msgs []Message, partial bool, expiredUpTo int64, now time.Time) {
 	cb := o.convs[conv]
 	if cb == nil {
 		return // the conversation was dropped meanwhile
+	}
+	if expiredUpTo > 0 {
+		o.expire(conv, expiredUpTo)
 	}
 	if cb.pull == 1 {
 		cb.pull = 2
@@ -161,8 +180,11 @@ func (o *order) release(now time.Time, act func(step) bool) {
 		p := o.newest[0]
 		cb := o.conv(p.m.ConvID)
 		kind := stepNewest
-		if o.handedOver(cb, p.m) {
+		switch {
+		case o.handedOver(cb, p.m):
 			kind = stepDuplicate
+		case p.expired:
+			kind = stepExpired
 		}
 		if p.m.ConvSeq <= cb.hwm {
 			p.m.Late = true
@@ -171,7 +193,7 @@ func (o *order) release(now time.Time, act func(step) bool) {
 			return
 		}
 		o.newest = o.newest[1:]
-		if kind == stepNewest {
+		if kind == stepNewest || kind == stepExpired {
 			o.seen.add(p.m.MsgID)
 			if p.m.ConvSeq > cb.hwm {
 				cb.ahead.add(p.m.ConvSeq, p.m.ConvSeq)
@@ -211,6 +233,8 @@ func (o *order) releaseConv(id int64, cb *convBuf, now time.Time, act func(step)
 			kind = stepNewestAgain
 		case o.handedOver(cb, p.m):
 			kind = stepDuplicate
+		case p.expired:
+			kind = stepExpired
 		case p.m.ConvSeq <= cb.hwm:
 			kind = stepLate
 			p.m.Late = true
@@ -227,6 +251,9 @@ func (o *order) releaseConv(id int64, cb *convBuf, now time.Time, act func(step)
 			cb.passed.remove(p.m.ConvSeq)
 		case stepDuplicate:
 			cb.passed.remove(p.m.ConvSeq) // the application has it (Delivered)
+		case stepExpired:
+			o.seen.add(p.m.MsgID)         // a repeat of it is confirmed again, not passed over twice
+			cb.passed.remove(p.m.ConvSeq) // accounted for: it never comes with a body
 		}
 		if p.m.ConvSeq > cb.hwm {
 			cb.advance(p.m.ConvSeq)
@@ -235,12 +262,22 @@ func (o *order) releaseConv(id int64, cb *convBuf, now time.Time, act func(step)
 	return true
 }
 
-// advance moves the high-water mark to convSeq: what it passes over that
-// was not handed over ahead is recorded as passed.
+// advance moves the high-water mark to convSeq, which is handed over: what
+// it passes over below it that was not handed over ahead is recorded as
+// passed.
 func (cb *convBuf) advance(convSeq int64) {
+	cb.passTo(convSeq - 1)
+	cb.ahead.removeUpTo(convSeq)
+	cb.hwm = convSeq
+	cb.pullBehind()
+}
+
+// passTo moves the high-water mark to x without handing anything over:
+// every conv_seq up to x that was not handed over ahead is passed.
+func (cb *convBuf) passTo(x int64) {
 	lo := cb.hwm + 1
 	for _, r := range cb.ahead {
-		if r.lo > convSeq-1 {
+		if r.lo > x {
 			break
 		}
 		if r.lo > lo {
@@ -248,13 +285,18 @@ func (cb *convBuf) advance(convSeq int64) {
 		}
 		lo = max(lo, r.hi+1)
 	}
-	if lo <= convSeq-1 {
-		cb.passed.add(lo, convSeq-1)
+	if lo <= x {
+		cb.passed.add(lo, x)
 	}
-	cb.ahead.removeUpTo(convSeq)
-	cb.hwm = convSeq
-	if cb.pull == 2 && convSeq >= cb.pullTo {
-		cb.pull = 0 // the gap it filled is behind
+	cb.ahead.removeUpTo(x)
+	cb.hwm = max(cb.hwm, x)
+	cb.pullBehind()
+}
+
+// pullBehind forgets a gap fill whose gap is behind the high-water mark.
+func (cb *convBuf) pullBehind() {
+	if cb.pull == 2 && cb.hwm >= cb.pullTo {
+		cb.pull = 0
 	}
 }
 

@@ -30,9 +30,19 @@ func (h *orderHarness) message(lane string, conv, convSeq int64) Message {
 }
 
 // arrive buffers messages of conv arriving on lane (live, backfill, newest
-// or pull) now.
+// or pull) now; lane "expired" is backfill entries whose body retention
+// removed.
 func (h *orderHarness) arrive(lane string, conv int64, seqs ...int64) {
+	h.arriveExpired(lane, conv, 0, seqs...)
+}
+
+// arriveExpired is arrive with the retention horizon the batch (or the
+// pull) reports for conv (0: none).
+func (h *orderHarness) arriveExpired(lane string, conv, expiredUpTo int64, seqs ...int64) {
 	b := &batchTrack{s: h.s, size: len(seqs)}
+	if expiredUpTo > 0 && lane != "pull" {
+		h.o.expire(conv, expiredUpTo)
+	}
 	var pulled []Message
 	for _, cs := range seqs {
 		m := h.message(lane, conv, cs)
@@ -41,14 +51,17 @@ func (h *orderHarness) arrive(lane string, conv int64, seqs ...int64) {
 			h.o.addNewest(pendingMsg{m: m, b: b, arrived: h.now})
 		case "pull":
 			pulled = append(pulled, m)
+		case "expired":
+			m.Lane = "backfill"
+			h.o.add(pendingMsg{m: m, b: b, arrived: h.now, expired: true})
 		default:
 			h.o.add(pendingMsg{m: m, b: b, arrived: h.now})
 		}
 	}
 	if lane == "pull" {
-		h.o.addPulled(conv, pulled, false, h.now)
+		h.o.addPulled(conv, pulled, false, expiredUpTo, h.now)
 	}
-	if lane == "backfill" || lane == "newest" {
+	if lane == "backfill" || lane == "newest" || lane == "expired" {
 		h.o.lastBackfill = h.now
 	}
 }
@@ -63,7 +76,7 @@ func (h *orderHarness) release() []string {
 		}
 		name := fmt.Sprintf("c%d#%d", st.p.m.ConvID, st.p.m.ConvSeq)
 		verb := map[stepKind]string{stepDeliver: "deliver", stepLate: "late", stepNewest: "newest",
-			stepDuplicate: "dup", stepNewestAgain: "again"}[st.kind]
+			stepDuplicate: "dup", stepNewestAgain: "again", stepExpired: "expired"}[st.kind]
 		if st.kind == stepLate || st.kind == stepNewest {
 			if want := st.kind == stepLate || st.p.m.ConvSeq <= h.o.convs[st.p.m.ConvID].hwm; st.p.m.Late != want {
 				h.t.Errorf("%s %s: Late %v", verb, name, st.p.m.Late)
@@ -96,6 +109,7 @@ func TestOrderRelease(t *testing.T) {
 		want  []string // release's decisions after this event
 		drop  bool     // the session ends (its unconfirmed entries are dropped)
 		refus string   // the handler refuses this message once
+		exp   int64    // the batch (or pull) reports conv's retention horizon
 	}
 	yes, no := true, false
 	d := func(s ...string) []string { return s }
@@ -172,6 +186,35 @@ func TestOrderRelease(t *testing.T) {
 			{lane: "backfill", conv: 1, seqs: []int64{7}, want: d("deliver c1#7")},
 			{lane: "backfill", conv: 1, seqs: []int64{5, 6}, want: d("dup c1#5", "late c1#6")},
 		}},
+		{name: "backfill past an expired range goes on in order without a pull", opts: Options{LastConvSeq: func(int64) int64 { return 2 }}, script: []ev{
+			{lane: "backfill", conv: 1, exp: 10, seqs: []int64{11, 12}, want: d("deliver c1#11", "deliver c1#12")},
+			{lane: "live", conv: 1, seqs: []int64{13}, want: d("deliver c1#13")},
+		}},
+		{name: "without the expired range the same backfill waits for a pull", opts: Options{LastConvSeq: func(int64) int64 { return 2 }}, script: []ev{
+			{lane: "backfill", conv: 1, seqs: []int64{11, 12}, want: d("pull c1 (2,11)")},
+		}},
+		{name: "a live message after an expired range waits for nothing", opts: Options{LastConvSeq: func(int64) int64 { return 2 }}, script: []ev{
+			{idle: &no, lane: "backfill", conv: 1, exp: 10, want: nil},
+			{lane: "live", conv: 1, seqs: []int64{11}, want: d("deliver c1#11")},
+		}},
+		{name: "expired entries are confirmed and passed over, never handed over", script: []ev{
+			{lane: "backfill", conv: 1, seqs: []int64{1}, want: d("deliver c1#1")},
+			{lane: "expired", conv: 1, seqs: []int64{2, 3}, want: d("expired c1#2", "expired c1#3")},
+			{lane: "backfill", conv: 1, seqs: []int64{4}, want: d("deliver c1#4")},
+			{lane: "expired", conv: 1, seqs: []int64{3}, want: d("dup c1#3")},
+		}},
+		{name: "a conversation not followed yet ignores the range; its first message goes", script: []ev{
+			{lane: "backfill", conv: 1, exp: 10, seqs: []int64{14}, want: d("deliver c1#14")},
+		}},
+		{name: "a message of an expired range that comes anyway is handed over Late", opts: Options{LastConvSeq: func(int64) int64 { return 2 }}, script: []ev{
+			{lane: "backfill", conv: 1, exp: 10, seqs: []int64{11}, want: d("deliver c1#11")},
+			{lane: "live", conv: 1, seqs: []int64{9, 10}, want: d("late c1#9", "late c1#10")},
+		}},
+		{name: "a gap fill stops at the horizon its pull reports", opts: Options{LastConvSeq: func(int64) int64 { return 2 }}, script: []ev{
+			{lane: "live", conv: 1, seqs: []int64{12}, idle: &yes, wait: 0, want: nil},
+			{wait: time.Second, want: d("pull c1 (2,12)")},
+			{lane: "pull", conv: 1, exp: 10, seqs: []int64{11}, want: d("deliver c1#11", "deliver c1#12")},
+		}},
 		{name: "refused message stays and is offered again", script: []ev{
 			{refus: "c1#2", lane: "backfill", conv: 1, seqs: []int64{1, 2, 3}, want: d("deliver c1#1", "refused c1#2")},
 			{want: d("deliver c1#2", "deliver c1#3")},
@@ -199,7 +242,7 @@ func TestOrderRelease(t *testing.T) {
 					h.s = &session{}
 				}
 				if e.lane != "" {
-					h.arrive(e.lane, e.conv, e.seqs...)
+					h.arriveExpired(e.lane, e.conv, e.exp, e.seqs...)
 				}
 				if got := h.release(); !slices.Equal(got, e.want) {
 					t.Fatalf("event %d (%s c%d %v): release decided %q, want %q", i, e.lane, e.conv, e.seqs, got, e.want)
@@ -270,7 +313,7 @@ func TestOrderRandomInterleavings(t *testing.T) {
 				for cs := p.after + 1; cs < p.before; cs++ {
 					got = append(got, h.message("pull", p.conv, cs))
 				}
-				h.o.addPulled(p.conv, got, false, h.now)
+				h.o.addPulled(p.conv, got, false, 0, h.now)
 			}
 			pulls = nil
 		}

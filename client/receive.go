@@ -86,7 +86,8 @@ type event struct {
 	closing     chan struct{} // the client closes: confirm what was handled, then close this
 	pulled      []Message     // a gap-filling pull's answer (conv pullConv)
 	pullConv    int64
-	pullPartial bool // the pull ended before it covered the gap
+	pullPartial bool  // the pull ended before it covered the gap
+	pullExpired int64 // the conversation's retention horizon the pull reported
 }
 
 // batchTrack follows one batch until every message of it was handled. The
@@ -139,7 +140,7 @@ func (r *receiver) run() {
 func (r *receiver) handle(ev event) {
 	switch {
 	case ev.pullConv != 0:
-		r.ord.addPulled(ev.pullConv, ev.pulled, ev.pullPartial, time.Now())
+		r.ord.addPulled(ev.pullConv, ev.pulled, ev.pullPartial, ev.pullExpired, time.Now())
 	case ev.closing != nil:
 		r.release()
 		r.confirmPartial()
@@ -165,6 +166,12 @@ func (r *receiver) onBatch(s *session, b *pb.Batch) {
 	if b.GetLane() == pb.Lane_BACKFILL {
 		r.ord.idle = !b.GetHasMore()
 		r.ord.lastBackfill = now
+	}
+	// Ranges retention removed go first: the order buffer passes over
+	// them, so this batch's messages after them are next in order.
+	for _, x := range b.GetExpired() {
+		r.ord.expire(x.GetConvId(), x.GetUpToConvSeq())
+		r.c.applyExpired(x.GetConvId(), x.GetUpToConvSeq())
 	}
 	if len(b.GetMessages()) == 0 {
 		return
@@ -193,7 +200,7 @@ func (r *receiver) onBatch(s *session, b *pb.Batch) {
 			bt.handle(pm.GetSeq())
 			continue
 		}
-		p := pendingMsg{m: fromProto(pm, lane), b: bt, arrived: now}
+		p := pendingMsg{m: fromProto(pm, lane), b: bt, arrived: now, expired: pm.GetExpired()}
 		if b.GetNewest() {
 			r.ord.addNewest(p)
 		} else {
@@ -217,15 +224,21 @@ func (r *receiver) act(st step) bool {
 	case stepPull:
 		go r.fillGap(st.conv, st.after, st.before)
 		return true
-	case stepDuplicate, stepNewestAgain:
+	case stepDuplicate, stepNewestAgain, stepExpired:
 		r.c.mu.Lock()
-		if st.kind == stepDuplicate {
+		switch st.kind {
+		case stepDuplicate:
 			r.stats.Duplicates++
-		} else {
+		case stepNewestAgain:
 			r.stats.NewestAgain++
+		case stepExpired:
+			r.stats.Expired++
 		}
 		r.c.mu.Unlock()
-		r.done(st.p) // the application has it: confirm it again
+		if st.kind == stepExpired {
+			r.c.applyExpiredEntry(st.p.m)
+		}
+		r.done(st.p) // the application has it, or it has no body: confirm it
 		return true
 	}
 	p := st.p
@@ -259,15 +272,25 @@ func (r *receiver) done(p pendingMsg) {
 //
 // A pull that fails (rate limited, connection lost) is retried until
 // fillGapTimeout; after that the gap is given up on (the receiver hands the
-// later message over rather than hold the conversation for good).
+// later message over rather than hold the conversation for good). The
+// fill stops at the retention horizon a pull reports: below it nothing
+// will ever come.
 func (r *receiver) fillGap(conv, hwm, before int64) {
 	ctx, cancel := context.WithTimeout(r.c.ctx, fillGapTimeout)
 	defer cancel()
 	var got []Message
+	var expired int64
 	after := hwm
 	complete := false
 	for after+1 < before {
-		msgs, more, err := r.c.Pull(ctx, conv, after, 0, int(min(before-after-1, 50)))
+		r.c.mu.Lock()
+		r.stats.GapPulls++
+		r.c.mu.Unlock()
+		pg, err := r.c.PullPage(ctx, conv, after, 0, int(min(before-after-1, 50)))
+		msgs, more := pg.Messages, pg.HasMore
+		if err == nil && pg.ExpiredUpTo > after {
+			expired, after = pg.ExpiredUpTo, min(pg.ExpiredUpTo, before-1)
+		}
 		if err != nil {
 			r.c.report(err)
 			wait := 200 * time.Millisecond
@@ -297,7 +320,7 @@ func (r *receiver) fillGap(conv, hwm, before int64) {
 		complete = true
 	}
 	select {
-	case r.in <- event{pullConv: conv, pulled: got, pullPartial: !complete}:
+	case r.in <- event{pullConv: conv, pulled: got, pullPartial: !complete, pullExpired: expired}:
 	case <-r.c.ctx.Done():
 	}
 }
@@ -358,6 +381,8 @@ type Stats struct {
 	Handled          int // messages the handler took
 	Late             int // of them, flagged Late (see Message.Late)
 	NewestAgain      int // messages the backfill brought after a newest page had handed them over (by design, not repeats)
+	Expired          int // inbox entries whose body the server's retention removed: confirmed, never handed over
+	GapPulls         int // conversation pulls made to fill gaps
 }
 
 // Stats returns the client's counters (zero without a Handler).

@@ -93,21 +93,40 @@ func (c *Client) answer(id uint64, m proto.Message) bool {
 // in ascending conv_seq. hasMore says more remain in that direction. Pulls
 // are rate limited per user (RATE_LIMITED carries the wait).
 func (c *Client) Pull(ctx context.Context, convID, afterConvSeq, beforeConvSeq int64, limit int) ([]Message, bool, error) {
+	p, err := c.PullPage(ctx, convID, afterConvSeq, beforeConvSeq, limit)
+	return p.Messages, p.HasMore, err
+}
+
+// PullPage is a page of a conversation's timeline.
+type PullPage struct {
+	Messages []Message // ascending conv_seq
+	HasMore  bool      // more remain in the pull's direction
+	// ExpiredUpTo: the server's retention removed the conversation's
+	// messages up to this conv_seq (0: none); none of them is among
+	// Messages, and none will ever come.
+	ExpiredUpTo int64
+}
+
+// PullPage is Pull with the conversation's retention horizon.
+func (c *Client) PullPage(ctx context.Context, convID, afterConvSeq, beforeConvSeq int64, limit int) (PullPage, error) {
 	m, err := c.request(ctx, func(id uint64) proto.Message {
 		return &pb.Pull{RequestId: id, ConvId: convID, AfterConvSeq: afterConvSeq, BeforeConvSeq: beforeConvSeq, Limit: uint32(limit)}
 	})
 	if err != nil {
-		return nil, false, err
+		return PullPage{}, err
 	}
 	r, ok := m.(*pb.PullResult)
 	if !ok {
-		return nil, false, fmt.Errorf("client: pull answered with %T", m)
+		return PullPage{}, fmt.Errorf("client: pull answered with %T", m)
 	}
-	out := make([]Message, 0, len(r.GetMessages()))
+	p := PullPage{Messages: make([]Message, 0, len(r.GetMessages())), HasMore: r.GetHasMore(), ExpiredUpTo: r.GetExpiredUpToConvSeq()}
 	for _, pm := range r.GetMessages() {
-		out = append(out, fromProto(pm, "pull"))
+		p.Messages = append(p.Messages, fromProto(pm, "pull"))
 	}
-	return out, r.GetHasMore(), nil
+	if p.ExpiredUpTo > 0 {
+		c.applyExpired(convID, p.ExpiredUpTo)
+	}
+	return p, nil
 }
 
 // Read marks the conversation read up to upToConvSeq on every device of the

@@ -23,6 +23,16 @@ type Message struct {
 	EventType uint32
 	EventUpTo int64
 	EventPeer int64
+	// Expired: retention removed the body (Text is empty); the entry is
+	// still confirmed, and a client passes over its conv_seq.
+	Expired bool
+}
+
+// ExpiredRange is pb.ExpiredRange: conv_seqs 1..UpTo of ConvID were
+// removed by retention.
+type ExpiredRange struct {
+	ConvID int64
+	UpTo   int64
 }
 
 // Field numbers of pb.Message and pb.Batch (wire/pb/inboxd.proto).
@@ -36,6 +46,7 @@ const (
 	fMsgText      = 7
 	fMsgCreatedAt = 8
 	fMsgEvent     = 9
+	fMsgExpired   = 10
 
 	fEvType = 1
 	fEvConv = 2
@@ -47,6 +58,10 @@ const (
 	fBatchHasMore  = 3
 	fBatchID       = 4
 	fBatchNewest   = 5
+	fBatchExpired  = 6
+
+	fExpConv = 1
+	fExpUpTo = 2
 )
 
 func sizeVarintField(num protowire.Number, v uint64) int {
@@ -79,6 +94,9 @@ func (m *Message) Size() int {
 	if m.EventType != 0 {
 		n += protowire.SizeTag(fMsgEvent) + protowire.SizeBytes(m.eventSize())
 	}
+	if m.Expired {
+		n += protowire.SizeTag(fMsgExpired) + 1
+	}
 	return n
 }
 
@@ -108,6 +126,10 @@ func AppendMessage(b []byte, m *Message) []byte {
 		b = appendVarintField(b, fEvUpTo, uint64(m.EventUpTo))
 		b = appendVarintField(b, fEvPeer, uint64(m.EventPeer))
 	}
+	if m.Expired {
+		b = protowire.AppendTag(b, fMsgExpired, protowire.VarintType)
+		b = append(b, 1)
+	}
 	return b
 }
 
@@ -117,6 +139,13 @@ type BatchHeader struct {
 	BatchID uint64
 	HasMore bool
 	Newest  bool // the newest page of an offline-too-long device: ahead of conv_seq order
+	// Expired: the ranges retention removed, for conversations of the
+	// batch's messages.
+	Expired []ExpiredRange
+}
+
+func (r *ExpiredRange) size() int {
+	return sizeVarintField(fExpConv, uint64(r.ConvID)) + sizeVarintField(fExpUpTo, uint64(r.UpTo))
 }
 
 func (h *BatchHeader) size() int {
@@ -126,6 +155,9 @@ func (h *BatchHeader) size() int {
 	}
 	if h.Newest {
 		n += protowire.SizeTag(fBatchNewest) + 1
+	}
+	for i := range h.Expired {
+		n += protowire.SizeTag(fBatchExpired) + protowire.SizeBytes(h.Expired[i].size())
 	}
 	return n
 }
@@ -140,6 +172,13 @@ func (h *BatchHeader) append(b []byte) []byte {
 	if h.Newest {
 		b = protowire.AppendTag(b, fBatchNewest, protowire.VarintType)
 		b = append(b, 1)
+	}
+	for i := range h.Expired {
+		r := &h.Expired[i]
+		b = protowire.AppendTag(b, fBatchExpired, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(r.size()))
+		b = appendVarintField(b, fExpConv, uint64(r.ConvID))
+		b = appendVarintField(b, fExpUpTo, uint64(r.UpTo))
 	}
 	return b
 }

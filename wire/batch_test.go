@@ -21,8 +21,10 @@ func TestAppendBatchFrameMatchesGeneratedCode(t *testing.T) {
 	msgs := sampleMessages(3)
 	msgs[1].Text = "" // zero values are omitted, as protobuf does
 	msgs[2] = Message{Seq: 1003, ConvID: 42, EventType: uint32(pb.EventType_READ), EventUpTo: 17, EventPeer: 9, CreatedAtMs: 5}
+	msgs = append(msgs, Message{Seq: 1004, MsgID: 11, ConvID: 43, ConvSeq: 2, SenderUID: 7, Kind: 1, CreatedAtMs: 6, Expired: true})
 	raw, _ := proto.Marshal(&pb.Message{Seq: 5000, MsgId: 9, ConvId: 1, ConvSeq: 3, SenderUid: 2, Kind: 1, Text: "live"})
-	h := &BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: 77, HasMore: true, Newest: true}
+	h := &BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: 77, HasMore: true, Newest: true,
+		Expired: []ExpiredRange{{ConvID: 42, UpTo: 900}, {ConvID: 43, UpTo: 1}}}
 	frame := AppendBatchFrame(nil, h, msgs, [][]byte{raw})
 	if len(frame) != BatchFrameSize(h, msgs, [][]byte{raw}) {
 		t.Fatalf("size %d, predicted %d", len(frame), BatchFrameSize(h, msgs, [][]byte{raw}))
@@ -32,10 +34,11 @@ func TestAppendBatchFrameMatchesGeneratedCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := m.(*pb.Batch)
-	want := &pb.Batch{Lane: pb.Lane_BACKFILL, BatchId: 77, HasMore: true, Newest: true}
+	want := &pb.Batch{Lane: pb.Lane_BACKFILL, BatchId: 77, HasMore: true, Newest: true,
+		Expired: []*pb.ExpiredRange{{ConvId: 42, UpToConvSeq: 900}, {ConvId: 43, UpToConvSeq: 1}}}
 	for _, x := range msgs {
 		pm := &pb.Message{Seq: x.Seq, MsgId: x.MsgID, ConvId: x.ConvID, ConvSeq: x.ConvSeq,
-			SenderUid: x.SenderUID, Kind: x.Kind, Text: x.Text, CreatedAtMs: x.CreatedAtMs}
+			SenderUid: x.SenderUID, Kind: x.Kind, Text: x.Text, CreatedAtMs: x.CreatedAtMs, Expired: x.Expired}
 		if x.EventType != 0 {
 			pm.Event = &pb.Event{Type: pb.EventType(x.EventType), ConvId: x.ConvID, UpToConvSeq: x.EventUpTo, PeerUid: x.EventPeer}
 		}

@@ -16,7 +16,7 @@ func convCmd(ctx context.Context, sub string, args []string) int {
 	c.register(fs)
 	var members int64List
 	var convID int64
-	var group, share bool
+	var group, share, off bool
 	switch sub {
 	case "create":
 		fs.Var(&members, "members", "comma-separated uids")
@@ -27,8 +27,11 @@ func convCmd(ctx context.Context, sub string, args []string) int {
 		fs.Var(&members, "members", "comma-separated uids")
 	case "show":
 		fs.Int64Var(&convID, "conv", 0, "conversation id")
+	case "hold":
+		fs.Int64Var(&convID, "conv", 0, "conversation id")
+		fs.BoolVar(&off, "off", false, "lift the hold (retention removes what is past the horizon at its next run)")
 	default:
-		return fail(fmt.Errorf("unknown conv command %q: want create, add, remove or show", sub))
+		return fail(fmt.Errorf("unknown conv command %q: want create, add, remove, show or hold", sub))
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -58,6 +61,8 @@ func convCmd(ctx context.Context, sub string, args []string) int {
 		out, err = ac.RemoveMembers(ctx, admin.MembersRequest{ConvID: convID, Members: members})
 	case "show":
 		out, err = ac.ShowConv(ctx, convID)
+	case "hold":
+		out, err = ac.Hold(ctx, admin.HoldRequest{ConvID: convID, Hold: !off})
 	}
 	if err != nil {
 		return adminFail(err)

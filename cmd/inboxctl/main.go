@@ -4,6 +4,7 @@
 //	inboxctl conv create --members 1,2,3 [--group] [--share-history]
 //	inboxctl conv add|remove --conv C --members 4,5
 //	inboxctl conv show --conv C
+//	inboxctl conv hold --conv C [--off]
 //	inboxctl send --uid U --device D --conv C --text T [--count K] [--client-msg-id ID]
 //	inboxctl sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind K]
 //	inboxctl trace MSG_ID
@@ -34,6 +35,7 @@ commands:
   conv add    --conv C --members 4,5                         add members to a group
   conv remove --conv C --members 4,5                         remove members from a group
   conv show   --conv C                                       show a conversation and its members
+  conv hold   --conv C [--off]                               legal hold: retention keeps its messages ({"conv_id":C,"hold":true,...}); --off lifts it
   send --uid U --device D --conv C --text T [--count K] [--client-msg-id ID]
                                                              send K messages in order; one JSON result per line
   sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind mobile|desktop|web]

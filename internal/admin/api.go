@@ -14,6 +14,7 @@ const (
 	SubjectConvAdd    = "inboxd.admin.conv.add"
 	SubjectConvRemove = "inboxd.admin.conv.remove"
 	SubjectConvShow   = "inboxd.admin.conv.show"
+	SubjectConvHold   = "inboxd.admin.conv.hold"
 	SubjectMsgTrace   = "inboxd.admin.msg.trace"
 	SubjectAudit      = "inboxd.admin.audit"
 	SubjectUserRevoke = "inboxd.admin.user.revoke"
@@ -58,6 +59,16 @@ type ShowConvRequest struct {
 
 // ShowConvResponse is the conversation with all member rows.
 type ShowConvResponse = store.Conversation
+
+// HoldRequest puts a conversation under legal hold (Hold true: retention
+// keeps its messages however old) or lifts the hold.
+type HoldRequest struct {
+	ConvID int64 `json:"conv_id"`
+	Hold   bool  `json:"hold"`
+}
+
+// HoldResponse is the conversation's hold state after the request.
+type HoldResponse = store.Hold
 
 // Error codes of the service (micro's Nats-Service-Error-Code header).
 const (

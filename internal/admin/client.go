@@ -61,6 +61,12 @@ func (c *Client) ShowConv(ctx context.Context, convID int64) (*ShowConvResponse,
 	return &out, c.call(ctx, SubjectConvShow, ShowConvRequest{ConvID: convID}, &out)
 }
 
+// Hold sets or lifts a conversation's legal hold.
+func (c *Client) Hold(ctx context.Context, r HoldRequest) (HoldResponse, error) {
+	var out HoldResponse
+	return out, c.call(ctx, SubjectConvHold, r, &out)
+}
+
 // Trace returns a message's derived status.
 func (c *Client) Trace(ctx context.Context, msgID int64) (*TraceResponse, error) {
 	var out TraceResponse

@@ -34,7 +34,7 @@ func Start(nc *nats.Conn, js jetstream.JetStream, l streams.Layout, st *store.St
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     Version,
-		Description: "inboxd admin: conversations, membership and revocations",
+		Description: "inboxd admin: conversations, membership, revocations and legal hold",
 	})
 	if err != nil {
 		return nil, err
@@ -48,6 +48,7 @@ func Start(nc *nats.Conn, js jetstream.JetStream, l streams.Layout, st *store.St
 		{"conv_add", SubjectConvAdd, s.add},
 		{"conv_remove", SubjectConvRemove, s.remove},
 		{"conv_show", SubjectConvShow, s.show},
+		{"conv_hold", SubjectConvHold, s.hold},
 		{"msg_trace", SubjectMsgTrace, s.trace},
 		{"audit", SubjectAudit, s.audit},
 		{"user_revoke", SubjectUserRevoke, s.revoke},
@@ -137,6 +138,24 @@ func (s *Service) show(ctx context.Context, req micro.Request) (any, error) {
 		return nil, err
 	}
 	return s.st.GetConversation(ctx, r.ConvID)
+}
+
+// hold sets or lifts a conversation's legal hold. It waits while
+// retention drops a range (store.SetHold).
+func (s *Service) hold(ctx context.Context, req micro.Request) (any, error) {
+	var r HoldRequest
+	if err := decode(req, &r); err != nil {
+		return nil, err
+	}
+	if r.ConvID <= 0 {
+		return nil, fmt.Errorf("%w: conv_id must be positive", store.ErrInvalid)
+	}
+	h, err := s.st.SetHold(ctx, r.ConvID, r.Hold)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("legal hold changed", zap.Int64("conv_id", r.ConvID), zap.Bool("hold", r.Hold))
+	return h, nil
 }
 
 // trace derives a message's status per recipient and device: STORED (the

@@ -290,5 +290,5 @@ func archivedEntry(subject string, seq uint64, body []byte) (store.ArchivedEntry
 		return store.ArchivedEntry{}, err
 	}
 	return store.ArchivedEntry{UID: uid, Seq: seq, MsgID: e.MsgID, ConvID: e.ConvID, ConvSeq: e.ConvSeq,
-		Kind: int16(e.Kind), Event: int16(e.EventType), Peer: e.EventPeer}, nil
+		Kind: int16(e.Kind), Event: int16(e.EventType), Peer: e.EventPeer, CreatedAtMs: e.CreatedAtMs}, nil
 }

@@ -17,9 +17,9 @@ func TestArchivedEntryFromStreamsFormat(t *testing.T) {
 		want store.ArchivedEntry
 	}{
 		{streams.Entry{MsgID: 1 << 40, ConvID: 7, ConvSeq: 3, SenderUID: 9, Kind: 1, CreatedAtMs: 5},
-			store.ArchivedEntry{UID: 42, Seq: 11, MsgID: 1 << 40, ConvID: 7, ConvSeq: 3, Kind: 1}},
-		{streams.Entry{ConvID: 7, ConvSeq: 12, EventType: pb.EventType_READ, EventPeer: 4},
-			store.ArchivedEntry{UID: 42, Seq: 11, ConvID: 7, ConvSeq: 12, Event: int16(pb.EventType_READ), Peer: 4}},
+			store.ArchivedEntry{UID: 42, Seq: 11, MsgID: 1 << 40, ConvID: 7, ConvSeq: 3, Kind: 1, CreatedAtMs: 5}},
+		{streams.Entry{ConvID: 7, ConvSeq: 12, EventType: pb.EventType_READ, EventPeer: 4, CreatedAtMs: 6},
+			store.ArchivedEntry{UID: 42, Seq: 11, ConvID: 7, ConvSeq: 12, Event: int16(pb.EventType_READ), Peer: 4, CreatedAtMs: 6}},
 	} {
 		body, err := c.e.Marshal()
 		if err != nil {

@@ -86,6 +86,14 @@ type Config struct {
 	TokenKeysFile string        // JSON key set, each key with a kid
 	TokenIssuer   string        // when set, a token's iss must equal it
 	TokenMaxTTL   time.Duration // longest exp − iat accepted
+
+	// Retention in Postgres (issue 15 item 4; the syncer): how long
+	// message bodies and archived inbox entries are kept (0: forever), the
+	// width of the time ranges they are removed by (0: calendar months),
+	// and the installation-wide legal hold.
+	Retention      time.Duration
+	PartitionWidth time.Duration
+	LegalHold      bool
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -218,6 +226,11 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 	if roles&RoleSyncer != 0 {
 		fs.DurationVar(&c.HotWindow, "hot-window", c.HotWindow, "inbox entries stay in the INBOX streams this long, then are read from the Postgres archive; only archived entries are trimmed. Recorded on the streams: change it with `inboxctl streams set --hot-window` (env INBOXD_HOT_WINDOW)")
 	}
+	if roles&RoleSyncer != 0 {
+		fs.DurationVar(&c.Retention, "retention", c.Retention, "remove message bodies and archived inbox entries older than this, by whole time ranges (0: keep forever)")
+		fs.DurationVar(&c.PartitionWidth, "partition-width", c.PartitionWidth, "width of the time ranges (Postgres partitions) retention removes (0: calendar months)")
+		fs.BoolVar(&c.LegalHold, "legal-hold", c.LegalHold, "installation-wide legal hold: retention removes nothing (per conversation: inboxctl conv hold)")
+	}
 	if roles&RoleFanout != 0 {
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
 		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
@@ -246,6 +259,12 @@ func (c *Config) Validate() error {
 	}
 	if c.TokenMaxTTL <= 0 {
 		return fmt.Errorf("config: --token-max-ttl %s must be positive", c.TokenMaxTTL)
+	}
+	if c.Retention < 0 || c.PartitionWidth < 0 {
+		return fmt.Errorf("config: retention %s and partition-width %s must not be negative (0: forever, calendar months)", c.Retention, c.PartitionWidth)
+	}
+	if c.PartitionWidth > 0 && c.PartitionWidth < time.Second {
+		return fmt.Errorf("config: partition-width %s is below 1s", c.PartitionWidth)
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)

@@ -8,19 +8,25 @@ import (
 // bodyCache holds message bodies by msg_id for all connections of a
 // gateway: a group message delivered to many devices here is read from
 // Postgres once. Bounded by entry count; when full, a shard starts over
-// (cheap, and a miss costs one batched query).
+// (cheap, and a miss costs one batched query). The same query brings the
+// retention horizons of a page's conversations (never cached: a horizon
+// only grows, and a stale one would send a client to pull what expired).
 type bodyCache struct {
 	shards [16]bodyShard
 	max    int // per shard
-	load   func(ctx context.Context, ids []int64) (map[int64]string, error)
+	load   loadFunc
 }
+
+// loadFunc reads bodies by msg_id and the retention horizons of convs in
+// one round trip (store.BodiesAndHorizons).
+type loadFunc func(ctx context.Context, ids, convs []int64) (map[int64]string, map[int64]int64, error)
 
 type bodyShard struct {
 	mu sync.Mutex
 	m  map[int64]string
 }
 
-func newBodyCache(entries int, load func(context.Context, []int64) (map[int64]string, error)) *bodyCache {
+func newBodyCache(entries int, load loadFunc) *bodyCache {
 	c := &bodyCache{max: max(entries/16, 16), load: load}
 	for i := range c.shards {
 		c.shards[i].m = make(map[int64]string)
@@ -41,8 +47,11 @@ func (c *bodyCache) put(id int64, body string) {
 }
 
 // fill sets the Text of every entry from the cache, loading the missing ones
-// from Postgres in one query. get(i) and set(i, text) address the entries.
-func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set func(i int, text string)) error {
+// from Postgres in one round trip with the horizons of convs, which it
+// returns. id(i) and set(i, text, found) address the entries; found is
+// false for a body Postgres does not have (retention removed it), which is
+// not cached.
+func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set func(i int, text string, found bool), convs []int64) (map[int64]int64, error) {
 	var missing []int64
 	var missingAt []int
 	for i := 0; i < n; i++ {
@@ -51,23 +60,25 @@ func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set f
 		b, ok := s.m[id(i)]
 		s.mu.Unlock()
 		if ok {
-			set(i, b)
+			set(i, b, true)
 		} else {
 			missing = append(missing, id(i))
 			missingAt = append(missingAt, i)
 		}
 	}
-	if len(missing) == 0 {
-		return nil
+	if len(missing) == 0 && len(convs) == 0 {
+		return nil, nil
 	}
-	got, err := c.load(ctx, missing)
+	got, horizons, err := c.load(ctx, missing, convs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for k, i := range missingAt {
-		b := got[missing[k]]
-		c.put(missing[k], b)
-		set(i, b)
+		b, found := got[missing[k]]
+		if found {
+			c.put(missing[k], b)
+		}
+		set(i, b, found)
 	}
-	return nil
+	return horizons, nil
 }

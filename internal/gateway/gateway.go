@@ -77,7 +77,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 	g.pageGate = newPageGate(pageSlots)
 	g.parts = &partInfos{g: g, m: make([]partInfo, opts.Layout.InboxPartitions)}
 	g.mirror = &cursorMirror{g: g}
-	g.bodies = newBodyCache(opts.BodyCacheEntries, st.Bodies)
+	g.bodies = newBodyCache(opts.BodyCacheEntries, st.BodiesAndHorizons)
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(8192),
 		jetstream.WithPublishAsyncTimeout(10*time.Second),

@@ -213,7 +213,8 @@ func summaryOf(rows []store.ConvSummary, more bool) *pb.Summary {
 	s := &pb.Summary{HasMore: more}
 	for _, r := range rows {
 		s.Convs = append(s.Convs, &pb.ConvSummary{ConvId: r.ConvID, Unread: r.Unread, LastSeq: r.LastSeq, ReadSeq: r.ReadSeq,
-			LastMsgId: r.LastMsgID, LastSenderUid: r.LastSenderUID, LastPreview: r.LastPreview, LastAtMs: r.LastAt.UnixMilli()})
+			LastMsgId: r.LastMsgID, LastSenderUid: r.LastSenderUID, LastPreview: r.LastPreview, LastAtMs: r.LastAt.UnixMilli(),
+			ExpiredUpToConvSeq: r.ExpiredUpTo})
 	}
 	if more {
 		s.NextBeforeMsgId = rows[len(rows)-1].LastMsgID

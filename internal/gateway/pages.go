@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/gateway/ledger"
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/wire"
 	"github.com/inboxd/inboxd/wire/pb"
@@ -24,8 +26,10 @@ import (
 type page struct {
 	hdr     wire.BatchHeader
 	msgs    []wire.Message
-	entries []ledger.Entry // what the ledger records of msgs
+	expired []wire.ExpiredRange // the retention horizons of the page's conversations
+	entries []ledger.Entry      // what the ledger records of msgs
 	idx     []int
+	convs   []int64
 }
 
 var pagePool = sync.Pool{New: func() any { return new(page) }}
@@ -36,7 +40,7 @@ func putPage(pg *page) {
 	for i := range pg.msgs {
 		pg.msgs[i].Text = "" // do not pin bodies
 	}
-	pg.msgs, pg.entries, pg.idx = pg.msgs[:0], pg.entries[:0], pg.idx[:0]
+	pg.msgs, pg.entries, pg.idx, pg.expired, pg.convs = pg.msgs[:0], pg.entries[:0], pg.idx[:0], pg.expired[:0], pg.convs[:0]
 	pg.hdr = wire.BatchHeader{}
 	pagePool.Put(pg)
 }
@@ -71,7 +75,7 @@ func (s *session) archivePage(ctx context.Context, covered uint64, info partInfo
 	}
 	defer release()
 	pg := getPage()
-	pg.msgs, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], s.uid, covered, info.archived, n)
+	pg.msgs, pg.expired, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, covered, info.archived, n)
 	if err != nil {
 		putPage(pg)
 		return false, err
@@ -307,20 +311,48 @@ func (s *session) fetchTail(ctx context.Context, n int, left uint64) (tailFetch,
 }
 
 // fillBodies sets the text of the page's messages that the device does not
-// have from the live lane (the live lane carries bodies).
+// have from the live lane (the live lane carries bodies), and the page's
+// expired ranges. A body retention removed (the stream still holds the
+// entry) marks its message expired: a page never hands over an entry
+// pointing at a body that is gone as if it were an empty message. The
+// ranges matter when the backfill passed over entries that are gone
+// altogether (an archive page that found none of a range retention
+// dropped): the client learns from this page that it waits for nothing.
 func (s *session) fillBodies(ctx context.Context, pg *page) error {
 	s.mu.Lock()
-	need := pg.idx[:0]
+	need, convs := pg.idx[:0], pg.convs[:0]
 	for i := range pg.msgs {
-		if !s.led.SentAhead(pg.msgs[i].Seq) && pg.msgs[i].EventType == 0 {
+		m := &pg.msgs[i]
+		if m.EventType != 0 {
+			continue
+		}
+		if !slices.Contains(convs, m.ConvID) {
+			convs = append(convs, m.ConvID)
+		}
+		if !s.led.SentAhead(m.Seq) {
 			need = append(need, i)
 		}
 	}
 	s.mu.Unlock()
-	pg.idx = need
-	return s.g.bodies.fill(ctx, len(need),
+	pg.idx, pg.convs = need, convs
+	horizons, err := s.g.bodies.fill(ctx, len(need),
 		func(i int) int64 { return pg.msgs[need[i]].MsgID },
-		func(i int, t string) { pg.msgs[need[i]].Text = t })
+		func(i int, t string, found bool) { pg.msgs[need[i]].Text, pg.msgs[need[i]].Expired = t, !found },
+		convs)
+	for _, c := range convs { // in page order: deterministic frames
+		if h := horizons[c]; h > 0 {
+			pg.expired = store.AddExpired(pg.expired, c, h)
+		}
+	}
+	// At or below its conversation's horizon a body is gone or about to
+	// go (horizons are recorded before a range is dropped), even if this
+	// gateway's cache still has it: expired, as for every device.
+	for _, i := range need {
+		if m := &pg.msgs[i]; m.ConvSeq <= horizons[m.ConvID] {
+			m.Text, m.Expired = "", true
+		}
+	}
+	return err
 }
 
 // sendPage records a page covering (from, upTo] in the ledger (entries
@@ -358,7 +390,7 @@ func (s *session) sendPage(pg *page, from, upTo uint64, hasMore bool) (bool, err
 	}
 	s.needFinal = hasMore
 	s.armAckTimerLocked(s.g.opts.AckTimeout)
-	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: hasMore}
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: hasMore, Expired: pg.expired}
 	s.mu.Unlock()
 	if err := s.handOver(pg); err != nil {
 		return false, err
@@ -408,7 +440,7 @@ func (s *session) sendNewest(ctx context.Context) error {
 	cursor := s.led.Cursor()
 	s.mu.Unlock()
 	pg := getPage()
-	pg.msgs, err = s.g.st.NewestPage(ctx, pg.msgs[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
+	pg.msgs, pg.expired, err = s.g.st.NewestPage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
 	if err != nil || len(pg.msgs) == 0 {
 		putPage(pg)
 		return err
@@ -423,7 +455,7 @@ func (s *session) sendNewest(ctx context.Context) error {
 	s.armAckTimerLocked(s.g.opts.AckTimeout)
 	// Newest: the page is ahead of conv_seq order (the drain brings the
 	// older entries after it); a client must not take its gaps for holes.
-	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true, Newest: true}
+	pg.hdr = wire.BatchHeader{Lane: pb.Lane_BACKFILL, BatchID: id, HasMore: true, Newest: true, Expired: pg.expired}
 	s.mu.Unlock()
 	return s.handOver(pg)
 }

@@ -107,12 +107,12 @@ func (c *Conn) handlePull(p *pb.Pull) {
 		if err := c.limitedPull(); err != nil {
 			return nil, err
 		}
-		msgs, more, err := c.g.st.Pull(ctx, c.id.UID, p.GetConvId(), p.GetAfterConvSeq(), p.GetBeforeConvSeq(), int(p.GetLimit()))
+		pr, err := c.g.st.Pull(ctx, c.id.UID, p.GetConvId(), p.GetAfterConvSeq(), p.GetBeforeConvSeq(), int(p.GetLimit()))
 		if err != nil {
 			return nil, err
 		}
-		res := &pb.PullResult{RequestId: p.GetRequestId(), ConvId: p.GetConvId(), HasMore: more}
-		for _, m := range msgs {
+		res := &pb.PullResult{RequestId: p.GetRequestId(), ConvId: p.GetConvId(), HasMore: pr.HasMore, ExpiredUpToConvSeq: pr.ExpiredUpTo}
+		for _, m := range pr.Messages {
 			res.Messages = append(res.Messages, &pb.Message{MsgId: m.MsgID, ConvId: m.ConvID, ConvSeq: m.ConvSeq,
 				SenderUid: m.SenderUID, Kind: m.Kind, Text: m.Text, CreatedAtMs: m.CreatedAtMs})
 		}

@@ -102,3 +102,10 @@ func (g *Generator) IssuedBehindClock() uint64 {
 	defer g.mu.Unlock()
 	return g.behind
 }
+
+// AtTime returns the smallest msg_id issued at t's millisecond: every id
+// issued at t or later is at least this, every id issued before is below
+// it. Time ranges of msg_ids (retention's partitions) are cut with it.
+func AtTime(t time.Time) int64 {
+	return t.Sub(Epoch).Milliseconds() << timeShift
+}

@@ -14,11 +14,13 @@ import (
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/retention"
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
 
-// startSyncer starts the admin API and the archiver, whose loop runs until
-// run ends.
+// startSyncer starts the admin API, the archiver and the retention job,
+// whose loops run until run ends.
 func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
 	var err error
 	if n.admin, err = admin.Start(n.NC, js, cfg.Layout, n.Store, n.log.Named("admin")); err != nil {
@@ -38,6 +40,18 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 	}
 	arch := archive.New(archive.Options{Layout: cfg.Layout, HotWindow: cfg.HotWindow}, n.log.Named("archive"), ajs, n.Store, reg)
 	n.runLoop(run, "archiver", arch.Run)
+	// Retention reads whole time ranges: on a pool of its own, so that
+	// sends and syncs keep theirs.
+	rst, err := store.Open(run, cfg.DatabaseURL, 2)
+	if err != nil {
+		return err
+	}
+	ret := retention.New(retention.Options{Retention: cfg.Retention, Width: cfg.PartitionWidth, Hold: cfg.LegalHold},
+		n.log.Named("retention"), rst, reg)
+	n.runLoop(run, "retention", func(ctx context.Context) error {
+		defer rst.Close()
+		return ret.Run(ctx)
+	})
 	return nil
 }
 

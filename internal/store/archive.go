@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/wire"
 )
 
@@ -22,12 +23,28 @@ type ArchivedEntry struct {
 	Kind    int16
 	Event   int16 // 0 for messages; else the pb.EventType of an event entry
 	Peer    int64 // events: the peer of a receipt
+	// CreatedAtMs is the entry's time (events: when it was published); an
+	// event's row lives in the time range of it (tkey).
+	CreatedAtMs int64
+}
+
+// Key is the row's tkey, its retention range key: the message's msg_id, or
+// for an event the smallest msg_id of its time (now when it has none).
+func (e *ArchivedEntry) Key() int64 {
+	if e.MsgID != 0 {
+		return e.MsgID
+	}
+	if e.CreatedAtMs > 0 {
+		return ids.AtTime(time.UnixMilli(e.CreatedAtMs))
+	}
+	return ids.AtTime(time.Now())
 }
 
 // ArchiveEntries stores entries of INBOX partition p (idempotent: an entry
 // already there is skipped) and raises the partition's archived_seq to
 // upTo, in one transaction. Every entry of p up to upTo must be in entries
-// or archived before.
+// or archived before. An entry whose retention range is gone already
+// (archived later than the retention period) is not stored: it is expired.
 func (s *Store) ArchiveEntries(ctx context.Context, p int, entries []ArchivedEntry, upTo uint64) error {
 	return s.ArchiveBatch(ctx, p, entries, nil, upTo)
 }
@@ -39,18 +56,19 @@ func (s *Store) ArchiveBatch(ctx context.Context, p int, entries []ArchivedEntry
 	n := len(entries)
 	uids, seqs, msgs, convs, cseqs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	kinds, events := make([]int16, n), make([]int16, n)
-	peers := make([]int64, n)
+	peers, keys := make([]int64, n), make([]int64, n)
 	for i, e := range entries {
 		uids[i], seqs[i], msgs[i], convs[i], cseqs[i], kinds[i] = e.UID, int64(e.Seq), e.MsgID, e.ConvID, e.ConvSeq, e.Kind
-		events[i], peers[i] = e.Event, e.Peer
+		events[i], peers[i], keys[i] = e.Event, e.Peer, e.Key()
 	}
 	b := &pgx.Batch{}
 	if n > 0 {
 		b.Queue(`
-			INSERT INTO inbox_archive (uid, seq, msg_id, conv_id, conv_seq, kind, event, peer_uid)
+			INSERT INTO inbox_archive (uid, seq, msg_id, conv_id, conv_seq, kind, event, peer_uid, tkey)
 			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::smallint[],
-			                     $7::smallint[], $8::bigint[])
-			ON CONFLICT DO NOTHING`, uids, seqs, msgs, convs, cseqs, kinds, events, peers)
+			                     $7::smallint[], $8::bigint[], $9::bigint[]) AS e(u, s, m, c, cs, k, ev, p, tkey)
+			WHERE e.tkey >= (SELECT min(lo) FROM data_range)
+			ON CONFLICT DO NOTHING`, uids, seqs, msgs, convs, cseqs, kinds, events, peers, keys)
 	}
 	for _, q := range quarantined {
 		b.Queue(sqlQuarantine, p, int64(q.Seq), q.Subject, q.Raw, q.Err)
@@ -105,57 +123,83 @@ func (s *Store) ArchiveProgress(ctx context.Context) (map[int]uint64, error) {
 }
 
 // ArchivePage reads up to limit of uid's archived entries with after < seq
-// <= upTo, in seq order, with their bodies, appending to dst.
-func (s *Store) ArchivePage(ctx context.Context, dst []wire.Message, uid int64, after, upTo uint64, limit int) ([]wire.Message, error) {
-	return s.archivePage(ctx, dst, sqlArchivePage, uid, after, upTo, limit)
+// <= upTo, in seq order, with their bodies, appending to dst. A message
+// whose body retention removed comes with Expired set; exp gets the
+// retention horizon of each conversation of the page's messages that has
+// one (the entries before it may be gone too: the device passes over them).
+func (s *Store) ArchivePage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
+	return s.archivePage(ctx, dst, exp, sqlArchivePage, uid, after, upTo, limit)
 }
 
 // NewestPage reads the last limit of uid's archived entries with after <
-// seq <= upTo, in seq order, with their bodies, appending to dst.
-func (s *Store) NewestPage(ctx context.Context, dst []wire.Message, uid int64, after, upTo uint64, limit int) ([]wire.Message, error) {
+// seq <= upTo, in seq order, as ArchivePage does.
+func (s *Store) NewestPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
 	n := len(dst)
-	dst, err := s.archivePage(ctx, dst, sqlNewestPage, uid, after, upTo, limit)
+	dst, exp, err := s.archivePage(ctx, dst, exp, sqlNewestPage, uid, after, upTo, limit)
 	slices.Reverse(dst[n:])
-	return dst, err
+	return dst, exp, err
 }
 
+// The page's messages come with their bodies (a missing one: expired) and
+// their conversation's retention horizon (conv_expiry, one row per
+// conversation: a probe per message, none of it when nothing expired).
 const (
-	sqlArchivePage = `
+	sqlArchiveCols = `
 		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, coalesce(m.sender_uid, 0), a.kind, coalesce(m.body, ''),
-		       coalesce(m.created_at, 'epoch'), a.event, a.peer_uid
+		       coalesce(m.created_at, 'epoch'), a.event, a.peer_uid, a.msg_id <> 0 AND m.msg_id IS NULL,
+		       coalesce(e.expired_seq, 0)
 		FROM inbox_archive a LEFT JOIN msg_content m ON m.msg_id = a.msg_id AND a.msg_id <> 0
-		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3
-		ORDER BY a.seq LIMIT $4`
-	sqlNewestPage = `
-		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, coalesce(m.sender_uid, 0), a.kind, coalesce(m.body, ''),
-		       coalesce(m.created_at, 'epoch'), a.event, a.peer_uid
-		FROM inbox_archive a LEFT JOIN msg_content m ON m.msg_id = a.msg_id AND a.msg_id <> 0
-		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3
-		ORDER BY a.seq DESC LIMIT $4`
+		LEFT JOIN conv_expiry e ON e.conv_id = a.conv_id AND a.msg_id <> 0
+		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3`
+	sqlArchivePage = sqlArchiveCols + ` ORDER BY a.seq LIMIT $4`
+	sqlNewestPage  = sqlArchiveCols + ` ORDER BY a.seq DESC LIMIT $4`
 )
 
-func (s *Store) archivePage(ctx context.Context, dst []wire.Message, q string, uid int64, after, upTo uint64, limit int) ([]wire.Message, error) {
+func (s *Store) archivePage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, q string, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
 	rows, err := s.Pool.Query(ctx, q, uid, int64(after), int64(upTo), limit)
 	if err != nil {
-		return dst, fmt.Errorf("store: archive page: %w", err)
+		return dst, exp, fmt.Errorf("store: archive page: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var m wire.Message
-		var seq int64
+		var seq, horizon int64
 		var kind, event int16
 		var created time.Time
-		if err := rows.Scan(&seq, &m.MsgID, &m.ConvID, &m.ConvSeq, &m.SenderUID, &kind, &m.Text, &created, &event, &m.EventPeer); err != nil {
-			return dst, fmt.Errorf("store: archive page: %w", err)
+		if err := rows.Scan(&seq, &m.MsgID, &m.ConvID, &m.ConvSeq, &m.SenderUID, &kind, &m.Text, &created, &event,
+			&m.EventPeer, &m.Expired, &horizon); err != nil {
+			return dst, exp, fmt.Errorf("store: archive page: %w", err)
 		}
 		m.Seq, m.Kind, m.CreatedAtMs = uint64(seq), uint32(kind), created.UnixMilli()
-		if event != 0 {
+		switch {
+		case event != 0:
 			// Events keep their position in conv_seq of the row.
 			m.EventType, m.EventUpTo, m.ConvSeq, m.CreatedAtMs = uint32(event), m.ConvSeq, 0, 0
+		case m.Expired || m.ConvSeq <= horizon:
+			// Gone, or about to go (horizons are recorded before the
+			// range is dropped): expired either way, so that every
+			// device sees the same.
+			m.Expired, m.Text, m.SenderUID = true, "", 0
+			m.CreatedAtMs = ids.Time(m.MsgID).UnixMilli()
+		}
+		if horizon > 0 {
+			exp = AddExpired(exp, m.ConvID, horizon)
 		}
 		dst = append(dst, m)
 	}
-	return dst, rows.Err()
+	return dst, exp, rows.Err()
+}
+
+// AddExpired adds conv's horizon to exp (one range per conversation, the
+// highest).
+func AddExpired(exp []wire.ExpiredRange, conv, upTo int64) []wire.ExpiredRange {
+	for i := range exp {
+		if exp[i].ConvID == conv {
+			exp[i].UpTo = max(exp[i].UpTo, upTo)
+			return exp
+		}
+	}
+	return append(exp, wire.ExpiredRange{ConvID: conv, UpTo: upTo})
 }
 
 // Bodies returns the body of each msg_id found.
@@ -175,6 +219,48 @@ func (s *Store) Bodies(ctx context.Context, msgIDs []int64) (map[int64]string, e
 		return nil, fmt.Errorf("store: bodies: %w", err)
 	}
 	return out, nil
+}
+
+// BodiesAndHorizons returns the body of each msg_id found and the
+// retention horizon of each of convs that has one, in one round trip
+// (either list may be empty).
+func (s *Store) BodiesAndHorizons(ctx context.Context, msgIDs, convs []int64) (map[int64]string, map[int64]int64, error) {
+	bodies := make(map[int64]string, len(msgIDs))
+	horizons := map[int64]int64{}
+	b := &pgx.Batch{}
+	if len(msgIDs) > 0 {
+		b.Queue(`SELECT msg_id, body FROM msg_content WHERE msg_id = ANY($1::bigint[])`, msgIDs)
+	}
+	if len(convs) > 0 {
+		b.Queue(`SELECT conv_id, expired_seq FROM conv_expiry WHERE conv_id = ANY($1::bigint[]) AND expired_seq > 0`, convs)
+	}
+	if b.Len() == 0 {
+		return bodies, horizons, nil
+	}
+	br := s.Pool.SendBatch(ctx, b)
+	defer br.Close()
+	if len(msgIDs) > 0 {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: bodies: %w", err)
+		}
+		var id int64
+		var body string
+		if _, err := pgx.ForEachRow(rows, []any{&id, &body}, func() error { bodies[id] = body; return nil }); err != nil {
+			return nil, nil, fmt.Errorf("store: bodies: %w", err)
+		}
+	}
+	if len(convs) > 0 {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: horizons: %w", err)
+		}
+		var c, h int64
+		if _, err := pgx.ForEachRow(rows, []any{&c, &h}, func() error { horizons[c] = h; return nil }); err != nil {
+			return nil, nil, fmt.Errorf("store: horizons: %w", err)
+		}
+	}
+	return bodies, horizons, br.Close()
 }
 
 // DeviceCursor is one device_cursor row.

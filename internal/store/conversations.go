@@ -31,6 +31,10 @@ type Conversation struct {
 	ShareHistory bool      `json:"share_history"`
 	CreatedAt    time.Time `json:"created_at"`
 	Members      []Member  `json:"members"`
+	// LegalHold: retention keeps the conversation's messages (SetHold).
+	LegalHold bool `json:"legal_hold"`
+	// ExpiredUpTo: retention removed its messages up to this conv_seq.
+	ExpiredUpTo int64 `json:"expired_up_to_conv_seq,omitempty"`
 }
 
 // Member is one conv_member row.
@@ -169,9 +173,11 @@ func (s *Store) changeMembers(ctx context.Context, convID int64, members []int64
 func (s *Store) GetConversation(ctx context.Context, convID int64) (*Conversation, error) {
 	c := &Conversation{ConvID: convID}
 	err := s.Pool.QueryRow(ctx, `
-		SELECT kind, last_seq, member_ver, share_history, created_at
-		FROM conversation WHERE conv_id = $1`, convID).
-		Scan(&c.Kind, &c.LastSeq, &c.MemberVer, &c.ShareHistory, &c.CreatedAt)
+		SELECT kind, last_seq, member_ver, share_history, created_at,
+		       EXISTS (SELECT 1 FROM conv_hold h WHERE h.conv_id = c.conv_id),
+		       coalesce((SELECT e.expired_seq FROM conv_expiry e WHERE e.conv_id = c.conv_id), 0)
+		FROM conversation c WHERE conv_id = $1`, convID).
+		Scan(&c.Kind, &c.LastSeq, &c.MemberVer, &c.ShareHistory, &c.CreatedAt, &c.LegalHold, &c.ExpiredUpTo)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrConvNotFound
 	}

@@ -8,3 +8,7 @@ var (
 	SQLReadCount       = sqlReadCount
 	SQLTraceRecipients = sqlTraceRecipients
 )
+
+// SetAfterHorizons makes ExpireRange call f between recording the
+// horizons and looking up the holds.
+func SetAfterHorizons(s *Store, f func()) { s.afterHorizons = f }

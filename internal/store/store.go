@@ -27,6 +27,10 @@ var (
 // Store wraps the pool. All methods are safe for concurrent use.
 type Store struct {
 	Pool *pgxpool.Pool
+
+	// afterHorizons, in tests, runs between ExpireRange's steps 1 and 2
+	// (a hold set while a range is being expired).
+	afterHorizons func()
 }
 
 // Open connects to url and checks the connection. maxConns 0 keeps pgx's

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"math"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/testenv"
 )
@@ -112,8 +116,9 @@ func TestSummaryQueryUsesIndexes(t *testing.T) {
 		INSERT INTO conv_member (conv_id, uid) SELECT c, u FROM generate_series(1, 4000) c, generate_series(1, 10) u
 		  WHERE u <= 10;
 		INSERT INTO msg_content (msg_id, conv_id, conv_seq, sender_uid, sender_device, client_msg_id, kind, body, created_at)
-		  SELECT g * 100 + s, g, s, 1, 'd', 'c' || g || '-' || s, 1, 'hello', now()
+		  SELECT `+nowKey()+` + g * 100 + s, g, s, 1, 'd', 'c' || g || '-' || s, 1, 'hello', now()
 		  FROM generate_series(1, 4000) g, generate_series(1, 20) s;
+		INSERT INTO conv_expiry (conv_id, expired_seq, expired_msg_id) SELECT g, 5, g FROM generate_series(1, 4000, 2) g;
 		ANALYZE`)
 	if err != nil {
 		t.Fatal(err)
@@ -129,9 +134,30 @@ func TestSummaryQueryUsesIndexes(t *testing.T) {
 	if !strings.Contains(plan, "conv_seq = c.last_seq") {
 		t.Fatalf("the last message is not looked up by (conv_id, conv_seq):\n%s", plan)
 	}
-	if strings.Contains(plan, "Seq Scan on conv_member") || strings.Contains(plan, "Seq Scan on msg_content") {
-		t.Fatalf("the summary scans a table:\n%s", plan)
+	if scans := seqScansOfRows(t, st, plan); len(scans) > 0 {
+		t.Fatalf("the summary scans %v:\n%s", scans, plan)
 	}
+}
+
+// nowKey is the smallest msg_id of now (SQL): fixtures' rows go into the
+// current time range, as a running installation's do.
+func nowKey() string { return strconv.FormatInt(ids.AtTime(time.Now()), 10) }
+
+// seqScansOfRows returns the tables plan scans sequentially that hold rows
+// (the planner scans an empty partition of a time range for nothing).
+func seqScansOfRows(t *testing.T, st *store.Store, plan string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range regexp.MustCompile(`Seq Scan on (\S+)`).FindAllStringSubmatch(plan, -1) {
+		var n int
+		if err := st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+pgx.Identifier{m[1]}.Sanitize()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			out = append(out, m[1])
+		}
+	}
+	return out
 }
 
 // Every membership a member had is answerable by conv_seq: a former member
@@ -203,11 +229,12 @@ func TestMembershipQueriesUseIndexes(t *testing.T) {
 		         CASE WHEN u = 10 THEN '{(0,10]}'::int8multirange ELSE '{}' END
 		  FROM generate_series(1, 2000) c, generate_series(1, 10) u;
 		INSERT INTO msg_content (msg_id, conv_id, conv_seq, sender_uid, sender_device, client_msg_id, kind, body, created_at)
-		  SELECT g * 100 + s, g, s, 1, 'd', 'c' || g || '-' || s, 1, 'hello', now()
+		  SELECT `+nowKey()+` + g * 100 + s, g, s, 1, 'd', 'c' || g || '-' || s, 1, 'hello', now()
 		  FROM generate_series(1, 2000) g, generate_series(1, 30) s;
-		INSERT INTO inbox_archive (uid, seq, msg_id, conv_id, conv_seq, kind)
-		  SELECT u, g * 100 + s, g * 100 + s, g, s, 1
+		INSERT INTO inbox_archive (uid, seq, msg_id, conv_id, conv_seq, kind, tkey)
+		  SELECT u, g * 100 + s, `+nowKey()+` + g * 100 + s, g, s, 1, `+nowKey()+` + g * 100 + s
 		  FROM generate_series(1, 2000) g, generate_series(1, 30) s, generate_series(1, 3) u;
+		INSERT INTO conv_expiry (conv_id, expired_seq, expired_msg_id) SELECT g, 5, g FROM generate_series(1, 2000, 2) g;
 		ANALYZE`)
 	if err != nil {
 		t.Fatal(err)
@@ -220,10 +247,10 @@ func TestMembershipQueriesUseIndexes(t *testing.T) {
 		using []string
 	}{
 		{"visible", store.SQLVisible, []any{10, 1234}, []string{"conversation_pkey", "conv_member_pkey"}},
-		{"pull after", store.SQLPullAfter, []any{1234, afters, untils, 51}, []string{"msg_content_conv_id_conv_seq_key"}},
-		{"pull before", store.SQLPullBefore, []any{1234, afters, untils, 51}, []string{"msg_content_conv_id_conv_seq_key"}},
-		{"read count", store.SQLReadCount, []any{1234, 5}, []string{"conv_member_pkey", "msg_content_conv_id_conv_seq_key"}},
-		{"trace", store.SQLTraceRecipients, []any{1234, 5, 123405}, []string{"conv_member_pkey", "inbox_archive_by_msg"}},
+		{"pull after", store.SQLPullAfter, []any{1234, afters, untils, 51}, []string{"_conv_seq on msg_content_r"}},
+		{"pull before", store.SQLPullBefore, []any{1234, afters, untils, 51}, []string{"_conv_seq on msg_content_r"}},
+		{"read count", store.SQLReadCount, []any{1234, 5}, []string{"conv_member_pkey", "_conv_seq on msg_content_r"}},
+		{"trace", store.SQLTraceRecipients, []any{1234, 5, ids.AtTime(time.Now()) + 123405}, []string{"conv_member_pkey", "_msg_id_idx on inbox_archive_r"}},
 	} {
 		rows, err := st.Pool.Query(ctx, "EXPLAIN "+q.sql, q.args...)
 		if err != nil {
@@ -240,8 +267,8 @@ func TestMembershipQueriesUseIndexes(t *testing.T) {
 				t.Errorf("%s does not use %s:\n%s", q.name, index, plan)
 			}
 		}
-		if strings.Contains(plan, "Seq Scan") {
-			t.Errorf("%s scans a table:\n%s", q.name, plan)
+		if scans := seqScansOfRows(t, st, plan); len(scans) > 0 {
+			t.Errorf("%s scans %v:\n%s", q.name, scans, plan)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/wire"
 )
 
@@ -28,6 +29,11 @@ type ConvSummary struct {
 	LastSenderUID int64
 	LastPreview   string
 	LastAt        time.Time
+	// ExpiredUpTo: retention removed the messages up to this conv_seq (0:
+	// none). At or past LastSeq the last message is gone: LastPreview and
+	// LastSenderUID are empty, LastMsgID and LastAt are those of the
+	// newest message removed.
+	ExpiredUpTo int64
 }
 
 // SummaryLimit is the most conversations of one summary page.
@@ -38,17 +44,23 @@ const SummaryLimit = 200
 // conversation, whatever ties there are in time. A conversation whose last
 // message changes while a client pages moves to the front (the client
 // learns of it from the message itself).
+//
+// A conversation whose last message retention removed stays in the
+// summary (it still has unread messages, expired ones): it is ordered by
+// the newest msg_id removed (conv_expiry), which is its last message's.
 const sqlSummary = `
 	SELECT c.conv_id, c.last_seq - GREATEST(m.read_seq, m.joined_seq) AS unread, c.last_seq,
-	       GREATEST(m.read_seq, m.joined_seq), lm.msg_id, lm.sender_uid, left(lm.body, 80), lm.created_at
+	       GREATEST(m.read_seq, m.joined_seq), coalesce(lm.msg_id, e.expired_msg_id, 0) AS last_id,
+	       coalesce(lm.sender_uid, 0), coalesce(left(lm.body, 80), ''), lm.created_at, coalesce(e.expired_seq, 0)
 	FROM conv_member m
 	JOIN conversation c ON c.conv_id = m.conv_id
-	CROSS JOIN LATERAL (
+	LEFT JOIN conv_expiry e ON e.conv_id = c.conv_id
+	LEFT JOIN LATERAL (
 		SELECT msg_id, sender_uid, body, created_at FROM msg_content
-		WHERE conv_id = c.conv_id AND conv_seq = c.last_seq) lm
+		WHERE conv_id = c.conv_id AND conv_seq = c.last_seq) lm ON true
 	WHERE m.uid = $1 AND m.left_seq IS NULL AND c.last_seq > GREATEST(m.read_seq, m.joined_seq)
-	  AND ($2::bigint = 0 OR lm.msg_id < $2::bigint)
-	ORDER BY lm.msg_id DESC
+	  AND ($2::bigint = 0 OR coalesce(lm.msg_id, e.expired_msg_id, 0) < $2::bigint)
+	ORDER BY last_id DESC
 	LIMIT $3`
 
 // Summary returns a page of uid's conversations with anything unread,
@@ -77,7 +89,13 @@ func (s *Store) Summary(ctx context.Context, uid, beforeMsgID int64, limit int) 
 func collectSummary(rows pgx.Rows, limit int) (_ []ConvSummary, more bool, _ error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConvSummary, error) {
 		var c ConvSummary
-		err := r.Scan(&c.ConvID, &c.Unread, &c.LastSeq, &c.ReadSeq, &c.LastMsgID, &c.LastSenderUID, &c.LastPreview, &c.LastAt)
+		var at *time.Time
+		err := r.Scan(&c.ConvID, &c.Unread, &c.LastSeq, &c.ReadSeq, &c.LastMsgID, &c.LastSenderUID, &c.LastPreview, &at, &c.ExpiredUpTo)
+		if at != nil {
+			c.LastAt = *at
+		} else if c.LastMsgID != 0 {
+			c.LastAt = ids.Time(c.LastMsgID) // the last message expired: its id tells its time
+		}
 		return c, err
 	})
 	if err != nil {
@@ -121,6 +139,9 @@ type Visibility struct {
 	ReadSeq  int64
 	IsMember bool  // currently a member
 	PeerUID  int64 // direct conversations: the other member
+	// ExpiredUpTo: retention removed the conversation's messages up to
+	// this conv_seq (0: none).
+	ExpiredUpTo int64
 }
 
 // One row per span of the member's conv_seqs (sqlMemberSeqs; the current
@@ -131,7 +152,8 @@ var sqlVisible = `
 	SELECT c.kind, c.last_seq, c.share_history, m.left_seq, m.read_seq,
 	       lower(r) - 1, coalesce(upper(r) - 1, c.last_seq),
 	       CASE WHEN c.kind = ` + strconv.Itoa(KindDirect) + ` THEN
-	         (SELECT p.uid FROM conv_member p WHERE p.conv_id = c.conv_id AND p.uid <> $1 LIMIT 1) END
+	         (SELECT p.uid FROM conv_member p WHERE p.conv_id = c.conv_id AND p.uid <> $1 LIMIT 1) END,
+	       coalesce((SELECT e.expired_seq FROM conv_expiry e WHERE e.conv_id = c.conv_id), 0)
 	FROM conversation c
 	JOIN conv_member m ON m.conv_id = c.conv_id AND m.uid = $1
 	LEFT JOIN LATERAL unnest(` + sqlMemberSeqs + `) AS r ON true
@@ -153,7 +175,7 @@ func (s *Store) Visible(ctx context.Context, uid, conv int64) (Visibility, error
 	var lastSeq int64
 	var left, after, until, peer *int64
 	var share, found bool
-	_, err = pgx.ForEachRow(rows, []any{&v.Kind, &lastSeq, &share, &left, &v.ReadSeq, &after, &until, &peer}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&v.Kind, &lastSeq, &share, &left, &v.ReadSeq, &after, &until, &peer, &v.ExpiredUpTo}, func() error {
 		found = true
 		if after != nil && *after < *until { // the current span is empty until a message follows the join
 			v.Spans = append(v.Spans, Span{After: *after, Until: *until})
@@ -208,25 +230,40 @@ const (
 	ORDER BY x.conv_seq DESC LIMIT $4`
 )
 
+// PullResult is a page of a conversation's timeline.
+type PullResult struct {
+	Messages []wire.Message // ascending conv_seq
+	HasMore  bool           // more remain in the pull's direction
+	// ExpiredUpTo: retention removed the conversation's messages up to
+	// this conv_seq (0: none); they are not among Messages, and never will be.
+	ExpiredUpTo int64
+}
+
 // Pull reads up to limit messages of conv visible to uid, in ascending
 // conv_seq: the first ones after afterSeq, or, when beforeSeq > 0, the last
-// ones before it. hasMore says more remain in that direction.
-func (s *Store) Pull(ctx context.Context, uid, conv, afterSeq, beforeSeq int64, limit int) ([]wire.Message, bool, error) {
+// ones before it.
+func (s *Store) Pull(ctx context.Context, uid, conv, afterSeq, beforeSeq int64, limit int) (PullResult, error) {
 	if limit <= 0 || limit > MaxPull {
 		limit = MaxPull
 	}
 	v, err := s.Visible(ctx, uid, conv)
 	if err != nil {
-		return nil, false, err
+		return PullResult{}, err
 	}
+	msgs, more, err := s.pull(ctx, v, conv, afterSeq, beforeSeq, limit)
+	return PullResult{Messages: msgs, HasMore: more, ExpiredUpTo: v.ExpiredUpTo}, err
+}
+
+func (s *Store) pull(ctx context.Context, v Visibility, conv, afterSeq, beforeSeq int64, limit int) ([]wire.Message, bool, error) {
 	q, lo, hi := sqlPullAfter, afterSeq, int64(math.MaxInt64)
 	if beforeSeq > 0 {
 		q, lo, hi = sqlPullBefore, 0, beforeSeq-1
 	}
 	// The visible spans within (lo, hi].
 	var afters, untils []int64
+	// Nothing at or below the retention horizon: gone, or about to go.
 	for _, sp := range v.Spans {
-		if a, u := max(sp.After, lo), min(sp.Until, hi); a < u {
+		if a, u := max(sp.After, lo, v.ExpiredUpTo), min(sp.Until, hi); a < u {
 			afters, untils = append(afters, a), append(untils, u)
 		}
 	}

@@ -159,7 +159,7 @@ func TestRejoinedMemberPullsItsSpans(t *testing.T) {
 			var fwd, back []int64
 			pages := 0
 			for after := int64(0); ; pages++ {
-				msgs, more, err := st.Pull(ctx, 3, conv, after, 0, limit)
+				msgs, more, err := pull(ctx, st, 3, conv, after, 0, limit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -173,7 +173,7 @@ func TestRejoinedMemberPullsItsSpans(t *testing.T) {
 				}
 			}
 			for before := int64(1 << 40); ; {
-				msgs, more, err := st.Pull(ctx, 3, conv, 0, before, limit)
+				msgs, more, err := pull(ctx, st, 3, conv, 0, before, limit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -208,13 +208,13 @@ func TestRejoinedMemberPullsItsSpans(t *testing.T) {
 		{before: 7, want: []int64{2, 3, 4}, more: true},
 		{after: 15},
 	} {
-		msgs, more, err := st.Pull(ctx, 3, conv, tc.after, tc.before, 3)
+		msgs, more, err := pull(ctx, st, 3, conv, tc.after, tc.before, 3)
 		if err != nil || !slices.Equal(seqs(msgs), tc.want) || more != tc.more {
 			t.Errorf("after %d before %d: %v more %v (%v), want %v more %v", tc.after, tc.before, seqs(msgs), more, err, tc.want, tc.more)
 		}
 	}
 	// Members who never left still see everything since they joined.
-	if msgs, more, err := st.Pull(ctx, 2, conv, 0, 0, 50); err != nil || len(msgs) != 15 || more {
+	if msgs, more, err := pull(ctx, st, 2, conv, 0, 0, 50); err != nil || len(msgs) != 15 || more {
 		t.Fatalf("uid 2 pulled %v (more %v, %v), want 1-15", seqs(msgs), more, err)
 	}
 
@@ -224,7 +224,7 @@ func TestRejoinedMemberPullsItsSpans(t *testing.T) {
 	}
 	sendStored(t, st, conv, 1, 2)
 	check(want)
-	if _, _, err := st.Pull(ctx, 9, conv, 0, 0, 10); !errors.Is(err, store.ErrNotMember) {
+	if _, _, err := pull(ctx, st, 9, conv, 0, 0, 10); !errors.Is(err, store.ErrNotMember) {
 		t.Fatalf("a user never a member pulled: %v, want ErrNotMember", err)
 	}
 }
@@ -243,14 +243,14 @@ func TestRejoinedMemberOfSharedHistory(t *testing.T) {
 		}
 		return out
 	}
-	if msgs, more, err := st.Pull(ctx, 3, conv, 0, 0, 50); err != nil || !slices.Equal(seqs(msgs), all(15)) || more {
+	if msgs, more, err := pull(ctx, st, 3, conv, 0, 0, 50); err != nil || !slices.Equal(seqs(msgs), all(15)) || more {
 		t.Fatalf("pulled %v (more %v, %v), want 1-15", seqs(msgs), more, err)
 	}
 	if _, err := st.RemoveMembers(ctx, conv, []int64{3}); err != nil {
 		t.Fatal(err)
 	}
 	sendStored(t, st, conv, 1, 2)
-	if msgs, more, err := st.Pull(ctx, 3, conv, 0, 1<<40, 50); err != nil || !slices.Equal(seqs(msgs), all(15)) || more {
+	if msgs, more, err := pull(ctx, st, 3, conv, 0, 1<<40, 50); err != nil || !slices.Equal(seqs(msgs), all(15)) || more {
 		t.Fatalf("after leaving: pulled %v (more %v, %v), want 1-15", seqs(msgs), more, err)
 	}
 }
@@ -367,4 +367,10 @@ func TestVisiblePeerOfDirectConversation(t *testing.T) {
 	if v.PeerUID != 0 {
 		t.Fatalf("group: peer %d, want none", v.PeerUID)
 	}
+}
+
+// pull is st.Pull with its result unpacked.
+func pull(ctx context.Context, st *store.Store, uid, conv, after, before int64, limit int) ([]wire.Message, bool, error) {
+	r, err := st.Pull(ctx, uid, conv, after, before, limit)
+	return r.Messages, r.HasMore, err
 }

@@ -48,7 +48,7 @@ type TraceDevice struct {
 var sqlTraceRecipients = `
 	SELECT m.uid, m.read_seq, coalesce(a.seq, 0)
 	FROM conv_member m
-	LEFT JOIN inbox_archive a ON a.msg_id = $3 AND a.uid = m.uid
+	LEFT JOIN inbox_archive a ON a.msg_id = $3 AND a.tkey = $3 AND a.uid = m.uid
 	WHERE m.conv_id = $1 AND ` + memberAt("$2::bigint") + `
 	ORDER BY m.uid`
 

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/natsembed"
 	"github.com/inboxd/inboxd/internal/store"
 )
@@ -75,7 +76,9 @@ func Database(t testing.TB) string {
 		net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), name)
 }
 
-// Store opens a fresh, migrated database.
+// Store opens a fresh, migrated database, with the monthly time ranges of
+// msg_content and inbox_archive created as a syncer would (the current
+// month and the next two).
 func Store(t testing.TB) *store.Store {
 	t.Helper()
 	ctx := context.Background()
@@ -85,6 +88,9 @@ func Store(t testing.TB) *store.Store {
 	}
 	t.Cleanup(st.Close)
 	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.EnsureRanges(ctx, ids.AtTime(time.Now().AddDate(0, 2, 0)), store.RangeGrid(0)); err != nil {
 		t.Fatal(err)
 	}
 	return st

@@ -1121,8 +1121,13 @@ type ConvSummary struct {
 	LastSenderUid int64                  `protobuf:"varint,6,opt,name=last_sender_uid,json=lastSenderUid,proto3" json:"last_sender_uid,omitempty"`
 	LastPreview   string                 `protobuf:"bytes,7,opt,name=last_preview,json=lastPreview,proto3" json:"last_preview,omitempty"` // at most 80 characters
 	LastAtMs      int64                  `protobuf:"varint,8,opt,name=last_at_ms,json=lastAtMs,proto3" json:"last_at_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Retention removed the conversation's messages up to this conv_seq
+	// (0: none): unread may count some of them; when it is at or past
+	// last_seq the last message itself is gone (last_preview empty,
+	// last_msg_id still orders the page).
+	ExpiredUpToConvSeq int64 `protobuf:"varint,9,opt,name=expired_up_to_conv_seq,json=expiredUpToConvSeq,proto3" json:"expired_up_to_conv_seq,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ConvSummary) Reset() {
@@ -1211,14 +1216,25 @@ func (x *ConvSummary) GetLastAtMs() int64 {
 	return 0
 }
 
+func (x *ConvSummary) GetExpiredUpToConvSeq() int64 {
+	if x != nil {
+		return x.ExpiredUpToConvSeq
+	}
+	return 0
+}
+
 type PullResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	ConvId        int64                  `protobuf:"varint,2,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
-	Messages      []*Message             `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"` // seq is 0: pulled messages are not inbox entries
-	HasMore       bool                   `protobuf:"varint,4,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	ConvId    int64                  `protobuf:"varint,2,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
+	Messages  []*Message             `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"` // seq is 0: pulled messages are not inbox entries
+	HasMore   bool                   `protobuf:"varint,4,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	// Retention removed the conversation's messages up to this conv_seq
+	// (0: none): they are not among the messages and never will be; a gap
+	// fill stops here.
+	ExpiredUpToConvSeq int64 `protobuf:"varint,5,opt,name=expired_up_to_conv_seq,json=expiredUpToConvSeq,proto3" json:"expired_up_to_conv_seq,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PullResult) Reset() {
@@ -1277,6 +1293,13 @@ func (x *PullResult) GetHasMore() bool {
 		return x.HasMore
 	}
 	return false
+}
+
+func (x *PullResult) GetExpiredUpToConvSeq() int64 {
+	if x != nil {
+		return x.ExpiredUpToConvSeq
+	}
+	return 0
 }
 
 type ReadResult struct {
@@ -1503,16 +1526,20 @@ func (x *SendResult) GetMessage() string {
 
 // Message is one inbox entry as a device sees it.
 type Message struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"` // inbox sequence (the device cursor's unit)
-	MsgId         int64                  `protobuf:"varint,2,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
-	ConvId        int64                  `protobuf:"varint,3,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
-	ConvSeq       int64                  `protobuf:"varint,4,opt,name=conv_seq,json=convSeq,proto3" json:"conv_seq,omitempty"`
-	SenderUid     int64                  `protobuf:"varint,5,opt,name=sender_uid,json=senderUid,proto3" json:"sender_uid,omitempty"`
-	Kind          uint32                 `protobuf:"varint,6,opt,name=kind,proto3" json:"kind,omitempty"`
-	Text          string                 `protobuf:"bytes,7,opt,name=text,proto3" json:"text,omitempty"`
-	CreatedAtMs   int64                  `protobuf:"varint,8,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
-	Event         *Event                 `protobuf:"bytes,9,opt,name=event,proto3" json:"event,omitempty"` // set for events: then msg_id is 0 and text empty
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Seq         uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"` // inbox sequence (the device cursor's unit)
+	MsgId       int64                  `protobuf:"varint,2,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	ConvId      int64                  `protobuf:"varint,3,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
+	ConvSeq     int64                  `protobuf:"varint,4,opt,name=conv_seq,json=convSeq,proto3" json:"conv_seq,omitempty"`
+	SenderUid   int64                  `protobuf:"varint,5,opt,name=sender_uid,json=senderUid,proto3" json:"sender_uid,omitempty"`
+	Kind        uint32                 `protobuf:"varint,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	Text        string                 `protobuf:"bytes,7,opt,name=text,proto3" json:"text,omitempty"`
+	CreatedAtMs int64                  `protobuf:"varint,8,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	Event       *Event                 `protobuf:"bytes,9,opt,name=event,proto3" json:"event,omitempty"` // set for events: then msg_id is 0 and text empty
+	// expired: retention removed the body (text is empty). The entry is
+	// confirmed like any other; a client passes over its conv_seq and does
+	// not wait for or pull it.
+	Expired       bool `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1610,6 +1637,68 @@ func (x *Message) GetEvent() *Event {
 	return nil
 }
 
+func (x *Message) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
+}
+
+// ExpiredRange says that retention removed conv_id's messages up to
+// up_to_conv_seq (all conv_seqs 1..up_to_conv_seq): they never come, so a
+// client's order buffer passes over them without waiting or pulling.
+type ExpiredRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ConvId        int64                  `protobuf:"varint,1,opt,name=conv_id,json=convId,proto3" json:"conv_id,omitempty"`
+	UpToConvSeq   int64                  `protobuf:"varint,2,opt,name=up_to_conv_seq,json=upToConvSeq,proto3" json:"up_to_conv_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpiredRange) Reset() {
+	*x = ExpiredRange{}
+	mi := &file_inboxd_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpiredRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpiredRange) ProtoMessage() {}
+
+func (x *ExpiredRange) ProtoReflect() protoreflect.Message {
+	mi := &file_inboxd_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpiredRange.ProtoReflect.Descriptor instead.
+func (*ExpiredRange) Descriptor() ([]byte, []int) {
+	return file_inboxd_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ExpiredRange) GetConvId() int64 {
+	if x != nil {
+		return x.ConvId
+	}
+	return 0
+}
+
+func (x *ExpiredRange) GetUpToConvSeq() int64 {
+	if x != nil {
+		return x.UpToConvSeq
+	}
+	return 0
+}
+
 // Event is a per-user event that rides the inbox like a message, in order
 // and under the same cursor.
 type Event struct {
@@ -1624,7 +1713,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_inboxd_proto_msgTypes[18]
+	mi := &file_inboxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1725,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[18]
+	mi := &file_inboxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1738,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{18}
+	return file_inboxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Event) GetType() EventType {
@@ -1692,14 +1781,18 @@ type Batch struct {
 	// offline_too_long), sent ahead of conv_seq order by design. A client
 	// shows these messages at once and does not gap-fill for them: the
 	// backfill from the cursor brings everything before them, in order.
-	Newest        bool `protobuf:"varint,5,opt,name=newest,proto3" json:"newest,omitempty"`
+	Newest bool `protobuf:"varint,5,opt,name=newest,proto3" json:"newest,omitempty"`
+	// expired: for conversations of this batch's messages, the ranges
+	// retention removed (the inbox entries of a device whose backlog crossed
+	// the retention horizon are gone with them).
+	Expired       []*ExpiredRange `protobuf:"bytes,6,rep,name=expired,proto3" json:"expired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_inboxd_proto_msgTypes[19]
+	mi := &file_inboxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1804,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[19]
+	mi := &file_inboxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1817,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{19}
+	return file_inboxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Batch) GetLane() Lane {
@@ -1762,6 +1855,13 @@ func (x *Batch) GetNewest() bool {
 	return false
 }
 
+func (x *Batch) GetExpired() []*ExpiredRange {
+	if x != nil {
+		return x.Expired
+	}
+	return nil
+}
+
 type Error struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=inboxd.v1.ErrorCode" json:"code,omitempty"`
@@ -1775,7 +1875,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_inboxd_proto_msgTypes[20]
+	mi := &file_inboxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1887,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[20]
+	mi := &file_inboxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1900,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{20}
+	return file_inboxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -1849,7 +1949,7 @@ type RefreshResult struct {
 
 func (x *RefreshResult) Reset() {
 	*x = RefreshResult{}
-	mi := &file_inboxd_proto_msgTypes[21]
+	mi := &file_inboxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +1961,7 @@ func (x *RefreshResult) String() string {
 func (*RefreshResult) ProtoMessage() {}
 
 func (x *RefreshResult) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[21]
+	mi := &file_inboxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +1974,7 @@ func (x *RefreshResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshResult.ProtoReflect.Descriptor instead.
 func (*RefreshResult) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{21}
+	return file_inboxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RefreshResult) GetRequestId() uint64 {
@@ -1900,7 +2000,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_inboxd_proto_msgTypes[22]
+	mi := &file_inboxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2012,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[22]
+	mi := &file_inboxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2025,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{22}
+	return file_inboxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -1953,7 +2053,7 @@ type SendRecord struct {
 
 func (x *SendRecord) Reset() {
 	*x = SendRecord{}
-	mi := &file_inboxd_proto_msgTypes[23]
+	mi := &file_inboxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2065,7 @@ func (x *SendRecord) String() string {
 func (*SendRecord) ProtoMessage() {}
 
 func (x *SendRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[23]
+	mi := &file_inboxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2078,7 @@ func (x *SendRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRecord.ProtoReflect.Descriptor instead.
 func (*SendRecord) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{23}
+	return file_inboxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SendRecord) GetSenderUid() int64 {
@@ -2048,7 +2148,7 @@ type InboxEntry struct {
 
 func (x *InboxEntry) Reset() {
 	*x = InboxEntry{}
-	mi := &file_inboxd_proto_msgTypes[24]
+	mi := &file_inboxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2160,7 @@ func (x *InboxEntry) String() string {
 func (*InboxEntry) ProtoMessage() {}
 
 func (x *InboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_inboxd_proto_msgTypes[24]
+	mi := &file_inboxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2173,7 @@ func (x *InboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxEntry.ProtoReflect.Descriptor instead.
 func (*InboxEntry) Descriptor() ([]byte, []int) {
-	return file_inboxd_proto_rawDescGZIP(), []int{24}
+	return file_inboxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InboxEntry) GetMsgId() int64 {
@@ -2193,7 +2293,7 @@ const file_inboxd_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x01(\x04R\trequestId\x12\x19\n" +
 	"\bhas_more\x18\x04 \x01(\bR\ahasMore\x12+\n" +
-	"\x12next_before_msg_id\x18\x05 \x01(\x03R\x0fnextBeforeMsgId\"\xfd\x01\n" +
+	"\x12next_before_msg_id\x18\x05 \x01(\x03R\x0fnextBeforeMsgId\"\xb1\x02\n" +
 	"\vConvSummary\x12\x17\n" +
 	"\aconv_id\x18\x01 \x01(\x03R\x06convId\x12\x16\n" +
 	"\x06unread\x18\x02 \x01(\x03R\x06unread\x12\x19\n" +
@@ -2203,14 +2303,16 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x0flast_sender_uid\x18\x06 \x01(\x03R\rlastSenderUid\x12!\n" +
 	"\flast_preview\x18\a \x01(\tR\vlastPreview\x12\x1c\n" +
 	"\n" +
-	"last_at_ms\x18\b \x01(\x03R\blastAtMs\"\x8f\x01\n" +
+	"last_at_ms\x18\b \x01(\x03R\blastAtMs\x122\n" +
+	"\x16expired_up_to_conv_seq\x18\t \x01(\x03R\x12expiredUpToConvSeq\"\xc3\x01\n" +
 	"\n" +
 	"PullResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
 	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12.\n" +
 	"\bmessages\x18\x03 \x03(\v2\x12.inboxd.v1.MessageR\bmessages\x12\x19\n" +
-	"\bhas_more\x18\x04 \x01(\bR\ahasMore\"_\n" +
+	"\bhas_more\x18\x04 \x01(\bR\ahasMore\x122\n" +
+	"\x16expired_up_to_conv_seq\x18\x05 \x01(\x03R\x12expiredUpToConvSeq\"_\n" +
 	"\n" +
 	"ReadResult\x12\x1d\n" +
 	"\n" +
@@ -2231,7 +2333,7 @@ const file_inboxd_proto_rawDesc = "" +
 	"\bconv_seq\x18\x03 \x01(\x03R\aconvSeq\x12-\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x15.inboxd.v1.SendStatusR\x06status\x12(\n" +
 	"\x04code\x18\x05 \x01(\x0e2\x14.inboxd.v1.ErrorCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\xf9\x01\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\x93\x02\n" +
 	"\aMessage\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06msg_id\x18\x02 \x01(\x03R\x05msgId\x12\x17\n" +
@@ -2242,18 +2344,24 @@ const file_inboxd_proto_rawDesc = "" +
 	"\x04kind\x18\x06 \x01(\rR\x04kind\x12\x12\n" +
 	"\x04text\x18\a \x01(\tR\x04text\x12\"\n" +
 	"\rcreated_at_ms\x18\b \x01(\x03R\vcreatedAtMs\x12&\n" +
-	"\x05event\x18\t \x01(\v2\x10.inboxd.v1.EventR\x05event\"\x8a\x01\n" +
+	"\x05event\x18\t \x01(\v2\x10.inboxd.v1.EventR\x05event\x12\x18\n" +
+	"\aexpired\x18\n" +
+	" \x01(\bR\aexpired\"L\n" +
+	"\fExpiredRange\x12\x17\n" +
+	"\aconv_id\x18\x01 \x01(\x03R\x06convId\x12#\n" +
+	"\x0eup_to_conv_seq\x18\x02 \x01(\x03R\vupToConvSeq\"\x8a\x01\n" +
 	"\x05Event\x12(\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x14.inboxd.v1.EventTypeR\x04type\x12\x17\n" +
 	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12#\n" +
 	"\x0eup_to_conv_seq\x18\x03 \x01(\x03R\vupToConvSeq\x12\x19\n" +
-	"\bpeer_uid\x18\x04 \x01(\x03R\apeerUid\"\xaa\x01\n" +
+	"\bpeer_uid\x18\x04 \x01(\x03R\apeerUid\"\xdd\x01\n" +
 	"\x05Batch\x12#\n" +
 	"\x04lane\x18\x01 \x01(\x0e2\x0f.inboxd.v1.LaneR\x04lane\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.inboxd.v1.MessageR\bmessages\x12\x19\n" +
 	"\bhas_more\x18\x03 \x01(\bR\ahasMore\x12\x19\n" +
 	"\bbatch_id\x18\x04 \x01(\x04R\abatchId\x12\x16\n" +
-	"\x06newest\x18\x05 \x01(\bR\x06newest\"\xa6\x01\n" +
+	"\x06newest\x18\x05 \x01(\bR\x06newest\x121\n" +
+	"\aexpired\x18\x06 \x03(\v2\x17.inboxd.v1.ExpiredRangeR\aexpired\"\xa6\x01\n" +
 	"\x05Error\x12(\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x14.inboxd.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
@@ -2342,7 +2450,7 @@ func file_inboxd_proto_rawDescGZIP() []byte {
 }
 
 var file_inboxd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_inboxd_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_inboxd_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_inboxd_proto_goTypes = []any{
 	(SendStatus)(0),         // 0: inboxd.v1.SendStatus
 	(EventType)(0),          // 1: inboxd.v1.EventType
@@ -2366,13 +2474,14 @@ var file_inboxd_proto_goTypes = []any{
 	(*ReadCountResult)(nil), // 19: inboxd.v1.ReadCountResult
 	(*SendResult)(nil),      // 20: inboxd.v1.SendResult
 	(*Message)(nil),         // 21: inboxd.v1.Message
-	(*Event)(nil),           // 22: inboxd.v1.Event
-	(*Batch)(nil),           // 23: inboxd.v1.Batch
-	(*Error)(nil),           // 24: inboxd.v1.Error
-	(*RefreshResult)(nil),   // 25: inboxd.v1.RefreshResult
-	(*Pong)(nil),            // 26: inboxd.v1.Pong
-	(*SendRecord)(nil),      // 27: inboxd.v1.SendRecord
-	(*InboxEntry)(nil),      // 28: inboxd.v1.InboxEntry
+	(*ExpiredRange)(nil),    // 22: inboxd.v1.ExpiredRange
+	(*Event)(nil),           // 23: inboxd.v1.Event
+	(*Batch)(nil),           // 24: inboxd.v1.Batch
+	(*Error)(nil),           // 25: inboxd.v1.Error
+	(*RefreshResult)(nil),   // 26: inboxd.v1.RefreshResult
+	(*Pong)(nil),            // 27: inboxd.v1.Pong
+	(*SendRecord)(nil),      // 28: inboxd.v1.SendRecord
+	(*InboxEntry)(nil),      // 29: inboxd.v1.InboxEntry
 }
 var file_inboxd_proto_depIdxs = []int32{
 	15, // 0: inboxd.v1.Welcome.summary:type_name -> inboxd.v1.Summary
@@ -2380,17 +2489,18 @@ var file_inboxd_proto_depIdxs = []int32{
 	21, // 2: inboxd.v1.PullResult.messages:type_name -> inboxd.v1.Message
 	0,  // 3: inboxd.v1.SendResult.status:type_name -> inboxd.v1.SendStatus
 	3,  // 4: inboxd.v1.SendResult.code:type_name -> inboxd.v1.ErrorCode
-	22, // 5: inboxd.v1.Message.event:type_name -> inboxd.v1.Event
+	23, // 5: inboxd.v1.Message.event:type_name -> inboxd.v1.Event
 	1,  // 6: inboxd.v1.Event.type:type_name -> inboxd.v1.EventType
 	2,  // 7: inboxd.v1.Batch.lane:type_name -> inboxd.v1.Lane
 	21, // 8: inboxd.v1.Batch.messages:type_name -> inboxd.v1.Message
-	3,  // 9: inboxd.v1.Error.code:type_name -> inboxd.v1.ErrorCode
-	22, // 10: inboxd.v1.InboxEntry.event:type_name -> inboxd.v1.Event
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	22, // 9: inboxd.v1.Batch.expired:type_name -> inboxd.v1.ExpiredRange
+	3,  // 10: inboxd.v1.Error.code:type_name -> inboxd.v1.ErrorCode
+	23, // 11: inboxd.v1.InboxEntry.event:type_name -> inboxd.v1.Event
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_inboxd_proto_init() }
@@ -2404,7 +2514,7 @@ func file_inboxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inboxd_proto_rawDesc), len(file_inboxd_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
