@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,10 +72,11 @@ type soakSample struct {
 type soakWaveOut struct {
 	BackS      float64 `json:"back_s"` // when the devices came back (since the sends started)
 	Devices    int     `json:"devices"`
-	Entries    int64   `json:"entries"` // backlog: stored while they were away, not yet theirs
-	DrainS     float64 `json:"drain_s"` // back → the last backlog message handed over
-	PerS       float64 `json:"entries_per_s"`
-	Incomplete int     `json:"incomplete"` // devices that had not caught up when they left again
+	Entries    int64   `json:"entries"`       // backlog: stored while they were away, not yet theirs
+	Expired    int64   `json:"expired"`       // of them, expired by retention meanwhile (never handed over)
+	DrainS     float64 `json:"drain_s"`       // back → the last backlog message handed over
+	PerS       float64 `json:"entries_per_s"` // (entries - expired) / drain_s
+	Incomplete int     `json:"incomplete"`    // devices that had not caught up when they left again
 }
 
 // soakLevel says whether a disk series levelled off: its samples from
@@ -310,27 +312,31 @@ func runSoak(ctx context.Context, o *opts) (any, error) {
 	return out, nil
 }
 
-// catchupEnds is the catch-up speed of the first two and of the last two
-// waves with a backlog that every device caught up on.
+// catchupEnds is the catch-up speed at the start and at the end: the
+// median of the first and of the last third of the waves with a backlog
+// that every device caught up on (a wave's drain is its slowest device's,
+// so one wave alone is at the mercy of the machine's noise).
 func catchupEnds(waves []soakWaveOut) (start, end float64) {
 	var ok []float64
 	for _, w := range waves {
-		if w.Entries > 0 && w.Incomplete == 0 && w.DrainS > 0 {
+		if w.Entries > w.Expired && w.Incomplete == 0 && w.DrainS > 0 {
 			ok = append(ok, w.PerS)
 		}
 	}
 	if len(ok) == 0 {
 		return 0, 0
 	}
-	n := min(2, len(ok))
-	mean := func(xs []float64) float64 {
-		var s float64
-		for _, x := range xs {
-			s += x
-		}
-		return round3(s / float64(len(xs)))
+	n := max(len(ok)/3, 1)
+	return median(ok[:n]), median(ok[len(ok)-n:])
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return round3(s[len(s)/2])
 	}
-	return mean(ok[:n]), mean(ok[len(ok)-n:])
+	return round3((s[len(s)/2-1] + s[len(s)/2]) / 2)
 }
 
 // level fits the series before and from `from` (clamped so that at least
@@ -494,11 +500,11 @@ func (s *soakSample) fill(iv *soakInterval, dt time.Duration) {
 	var entries int64
 	var drain float64
 	for _, w := range iv.Waves {
-		if w.Entries == 0 || w.Incomplete > 0 {
+		if w.Entries == w.Expired || w.Incomplete > 0 {
 			continue
 		}
 		s.Waves++
-		entries += w.Entries
+		entries += w.Entries - w.Expired
 		drain += float64(w.LastNs-w.BackNs) / 1e9
 	}
 	if drain > 0 {
@@ -510,10 +516,10 @@ func (iv *soakInterval) waveOuts(t0 time.Time) []soakWaveOut {
 	var out []soakWaveOut
 	for _, w := range iv.Waves {
 		o := soakWaveOut{BackS: round3(float64(w.BackNs-t0.UnixNano()) / 1e9), Devices: w.Devices, Entries: w.Entries,
-			Incomplete: w.Incomplete}
+			Expired: w.Expired, Incomplete: w.Incomplete}
 		if w.LastNs > w.BackNs {
 			o.DrainS = round3(float64(w.LastNs-w.BackNs) / 1e9)
-			o.PerS = round3(float64(w.Entries) / o.DrainS)
+			o.PerS = round3(float64(w.Entries-w.Expired) / o.DrainS)
 		}
 		out = append(out, o)
 	}
@@ -616,7 +622,7 @@ func writeSoakPlot(o *opts, samples []soakSample, waves []soakWaveOut) {
 	}
 	fmt.Fprintln(&wv, "# back_min\tentries_per_s\tentries\tdrain_s\tdevices")
 	for _, w := range waves {
-		if w.Incomplete == 0 && w.Entries > 0 {
+		if w.Incomplete == 0 && w.Entries > w.Expired {
 			fmt.Fprintf(&wv, "%.3f\t%.3f\t%d\t%.3f\t%d\n", w.BackS/60, w.PerS, w.Entries, w.DrainS, w.Devices)
 		}
 	}
@@ -651,6 +657,7 @@ type soakWave struct {
 	BackNs     int64 `json:"back_ns"`
 	Devices    int   `json:"devices"`
 	Entries    int64 `json:"entries"`
+	Expired    int64 `json:"expired"`
 	LastNs     int64 `json:"last_ns"` // the last backlog message handed over
 	Incomplete int   `json:"incomplete"`
 	left       int
@@ -679,7 +686,7 @@ type soakFinal struct {
 }
 
 type soakMsg struct {
-	id, convSeq, storedNs int64
+	id, conv, convSeq, storedNs int64
 }
 
 type soakUser struct {
@@ -690,7 +697,7 @@ type soakUser struct {
 	hwm   map[int64]int64 // per conversation: the highest conv_seq handed over in order
 	// While it catches up: the messages stored before it came back that it
 	// has not got yet, and its wave.
-	backlog map[int64]struct{}
+	backlog map[int64]soakMsg
 	wave    *soakWave
 }
 
@@ -754,9 +761,10 @@ func (w *worker) soakStart(a soakArgs) (none, error) {
 	w.mu.Lock()
 	w.soak = s
 	w.mu.Unlock()
-	s.loops.Add(2)
+	s.loops.Add(3)
 	go s.schedule(w)
 	go s.waves(w)
+	go s.watchExpiry()
 	return none{}, nil
 }
 
@@ -847,6 +855,60 @@ func (s *soakRun) deviceDoneLocked(u *soakUser, incomplete bool) {
 	}
 }
 
+// watchExpiry takes what retention expired out of the backlogs of the
+// devices catching up, as their clients learn the horizons (an expired
+// message never comes: the client passes over it).
+func (s *soakRun) watchExpiry() {
+	defer s.loops.Done()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.expireBacklogs()
+	}
+}
+
+func (s *soakRun) expireBacklogs() {
+	// The horizons are read outside s.mu (see missing).
+	s.mu.Lock()
+	catching := map[*soakUser]*client.Client{}
+	for _, u := range s.users {
+		if u.backlog != nil && u.c != nil {
+			catching[u] = u.c
+		}
+	}
+	s.mu.Unlock()
+	if len(catching) == 0 {
+		return
+	}
+	horizons := make(map[*soakUser]map[int64]int64, len(catching))
+	for u, c := range catching {
+		horizons[u] = expiredUpTo(c)
+	}
+	now := time.Now().UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for u, h := range horizons {
+		if len(h) == 0 || u.backlog == nil {
+			continue
+		}
+		for id, m := range u.backlog {
+			if m.convSeq <= h[m.conv] {
+				delete(u.backlog, id)
+				u.wave.Expired++
+			}
+		}
+		if len(u.backlog) == 0 {
+			u.wave.LastNs = max(u.wave.LastNs, now)
+			s.deviceDoneLocked(u, false)
+		}
+	}
+}
+
 // schedule sends until stop on an open-loop schedule: message i is due at
 // start + i/rate, to conversation i mod N from its sender; its latency
 // counts from the due time (no coordinated omission).
@@ -881,7 +943,7 @@ func (s *soakRun) schedule(w *worker) {
 				s.fin.NotStored++
 				return
 			}
-			s.ledger[conv.ID] = append(s.ledger[conv.ID], soakMsg{id: r.MsgID, convSeq: r.ConvSeq, storedNs: now.UnixNano()})
+			s.ledger[conv.ID] = append(s.ledger[conv.ID], soakMsg{id: r.MsgID, conv: conv.ID, convSeq: r.ConvSeq, storedNs: now.UnixNano()})
 			s.iv.Stored++
 			s.fin.Stored++
 			s.fin.Entries += int64(len(conv.Members))
@@ -945,11 +1007,11 @@ func (s *soakRun) comeBack(w *worker, uids []int64) *soakWave {
 		}
 		back = append(back, u)
 		wave.Devices++
-		bl := map[int64]struct{}{}
+		bl := map[int64]soakMsg{}
 		for _, conv := range u.convs {
 			for _, m := range s.ledger[conv] {
 				if _, ok := u.recv[m.id]; !ok && m.storedNs < wave.BackNs {
-					bl[m.id] = struct{}{}
+					bl[m.id] = m
 				}
 			}
 		}
@@ -1076,7 +1138,16 @@ func (s *soakRun) missing() (lost, expired int64) {
 // expiredUpTo is, per conversation, the conv_seq up to which the server's
 // retention removed the messages, as the client learned it.
 func expiredUpTo(c *client.Client) map[int64]int64 {
-	return nil
+	if c == nil {
+		return nil
+	}
+	out := map[int64]int64{}
+	for id, cv := range c.Conversations() {
+		if cv.ExpiredUpTo > 0 {
+			out[id] = cv.ExpiredUpTo
+		}
+	}
+	return out
 }
 
 func (s *soakRun) closeAll() {

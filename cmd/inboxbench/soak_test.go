@@ -111,3 +111,47 @@ func TestQuickSoak(t *testing.T) {
 		t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	}
 }
+
+// TestQuickSoakPastRetention: devices away (10 s) longer than the
+// retention (4 s) come back to messages retention removed. The soak counts
+// those as expired, not lost: each device gets every other message, its
+// wave finishes (nothing waits for an expired message), and a message
+// missing for any other reason would still count as lost.
+func TestQuickSoakPastRetention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole system")
+	}
+	bin := buildBench(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "soak", "--quick", "--json", "--pg", testenv.AdminURL(),
+		"--duration", "25s", "--offline", "10s", "--retention", "4s", "--sample-every", "5s")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("inboxbench soak: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	var out soakOut
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, stdout.String())
+	}
+	if out.Lost != 0 || out.Dup != 0 || out.Unexpected != 0 {
+		t.Errorf("lost %d, dup %d, unexpected %d: want 0 each", out.Lost, out.Dup, out.Unexpected)
+	}
+	if out.Expired == 0 {
+		t.Errorf("expired 0: devices away 10 s with a 4 s retention found nothing expired")
+	}
+	var expired int64
+	for _, w := range out.Waves {
+		if w.Incomplete != 0 {
+			t.Errorf("wave back at %v s: %d devices never caught up (waiting for expired messages?)", w.BackS, w.Incomplete)
+		}
+		expired += w.Expired
+	}
+	if len(out.Waves) < 2 || expired == 0 {
+		t.Errorf("%d waves, %d of their backlog expired: want at least 2 waves and some expired: %+v", len(out.Waves), expired, out.Waves)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+}
