@@ -15,8 +15,13 @@ const (
 	MaxClientMsgIDLen = 128
 	// MaxTextLen is the largest text of a message, in bytes.
 	MaxTextLen = 16 << 10
-	// KindText is the only message kind there is (0 on the wire means it).
+	// KindText is the only message kind a client sends (0 on the wire
+	// means it).
 	KindText = 1
+	// KindDeleted is a message whose sender's data was deleted (inboxctl
+	// user delete): it keeps its place (msg_id, conv_id, conv_seq), its
+	// text is empty. Only the server sets it; a send of it is refused.
+	KindDeleted = 2
 )
 
 // SendContent is what CheckSend judges: a client's *pb.Send and the

@@ -11,6 +11,8 @@
 //	inboxctl audit [--older-than 10m]
 //	inboxctl token --uid U --device D [--ttl 24h] [--kid K] [--issuer I]
 //	inboxctl user revoke --uid U [--device D]
+//	inboxctl user delete --uid U [--again] [--timeout 10m] [--no-wait]
+//	inboxctl usage
 //	inboxctl streams export --dir DIR [--hot-window 720h]
 //	inboxctl streams set --hot-window D
 //
@@ -45,6 +47,9 @@ commands:
   token --uid U --device D [--ttl 24h] [--kid K] [--issuer I] print a signed client token
   user revoke --uid U [--device D]                           revoke a device (default: every device of the user):
                                                              its connections close, its tokens issued until now are refused
+  user delete --uid U [--again] [--timeout 10m] [--no-wait]  delete the user's inbox, cursors, memberships and sent bodies
+                                                             (unless held); waits until done, then exits 0
+  usage                                                      per stream and per table: entries, bytes, the oldest entry
   nats-conf                                                  print the NATS users and permissions (deploy/nats/auth.conf)
   streams export --dir DIR [--hot-window 720h]               write every stream and consumer definition as JSON
   streams set --hot-window D                                 change the installation's hot window: {"hot_window":"…","changed":[streams]}
@@ -77,6 +82,8 @@ func run(ctx context.Context, args []string) int {
 			return 2
 		}
 		return userCmd(ctx, rest[0], rest[1:])
+	case "usage":
+		return usageCmd(ctx, rest)
 	case "send":
 		return sendCmd(ctx, rest)
 	case "sync":

@@ -74,7 +74,7 @@ func (s *Service) handler(h func(context.Context, micro.Request) (any, error)) m
 			switch {
 			case errors.Is(err, store.ErrInvalid), errors.Is(err, errBadJSON):
 				code = CodeBadRequest
-			case errors.Is(err, store.ErrConvNotFound), errors.Is(err, store.ErrMsgNotFound):
+			case errors.Is(err, store.ErrConvNotFound), errors.Is(err, store.ErrMsgNotFound), errors.Is(err, errNoDeletion):
 				code = CodeNotFound
 			default:
 				s.log.Error("admin request", zap.String("subject", req.Subject()), zap.Error(err))

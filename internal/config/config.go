@@ -13,6 +13,7 @@ import (
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/lifecycle"
 	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
@@ -94,6 +95,13 @@ type Config struct {
 	Retention      time.Duration
 	PartitionWidth time.Duration
 	LegalHold      bool
+
+	// Syncer housekeeping (issue 15, item 6): how long a device may stay
+	// unseen before its cursor row is forgotten, how long a refused
+	// send's answer is kept, and how often housekeeping runs.
+	DeviceForget      time.Duration
+	RejectHorizon     time.Duration
+	HousekeepingEvery time.Duration
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -101,7 +109,7 @@ type Config struct {
 // fanout.DefaultOptions), so each default is written once; the rest belong
 // to no library and are written here.
 func Defaults() Config {
-	gw, fo := gateway.DefaultOptions(), fanout.DefaultOptions()
+	gw, fo, lc := gateway.DefaultOptions(), fanout.DefaultOptions(), lifecycle.DefaultOptions()
 	return Config{
 		NATSURL:     "nats://" + natsAddr,
 		DatabaseURL: store.DefaultURL,
@@ -135,6 +143,10 @@ func Defaults() Config {
 		PreauthConns:      gw.PreauthConns,
 		PreauthConnsPerIP: gw.PreauthConnsPerIP,
 		TokenMaxTTL:       auth.DefaultMaxTTL,
+
+		DeviceForget:      lc.DeviceForget,
+		RejectHorizon:     lc.RejectHorizon,
+		HousekeepingEvery: lc.Every,
 	}
 }
 
@@ -196,13 +208,22 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.NATSCert, "nats-cert", c.NATSCert, "PEM client certificate for a NATS server that verifies clients (env INBOXD_NATS_CERT)")
 		fs.StringVar(&c.NATSKey, "nats-key", c.NATSKey, "PEM private key of --nats-cert (env INBOXD_NATS_KEY)")
 	}
+	if roles&(RoleGateway|RoleSyncer) != 0 {
+		// The gateways set it on the consumers; the syncer's housekeeping
+		// deletes a consumer left over after it.
+		fs.DurationVar(&c.DeviceReap, "device-reap", c.DeviceReap, "remove a device's cursor consumer after this long unused (recreated from the Postgres mirror at its next login)")
+	}
+	if roles&RoleSyncer != 0 {
+		fs.DurationVar(&c.DeviceForget, "device-forget", c.DeviceForget, "forget a device unseen this long: its cursor row and consumer go, it logs in again as a new device (0: never)")
+		fs.DurationVar(&c.RejectHorizon, "reject-horizon", c.RejectHorizon, "keep the answer to a refused send this long for its retries (send_reject rows; 0: forever)")
+		fs.DurationVar(&c.HousekeepingEvery, "housekeeping-every", c.HousekeepingEvery, "how often the syncer removes forgotten devices, left-over consumers and expired send rejects (0: never)")
+	}
 	if roles&RoleGateway != 0 {
 		fs.StringVar(&c.WSAddr, "ws", c.WSAddr, "WebSocket listen address (path /ws)")
 		fs.StringVar(&c.TCPAddr, "tcp", c.TCPAddr, "raw TCP listen address (length-prefixed frames)")
 		fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "heartbeat advertised to clients; 3 silent heartbeats close a connection")
 		fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "a batch unconfirmed this long on a live connection is handed over again from the cursor (0: 3 heartbeats)")
 		fs.StringVar(&c.TokenSecret, "token-secret", c.TokenSecret, "HS256 secret of client tokens (env INBOXD_TOKEN_SECRET); the default is the development secret")
-		fs.DurationVar(&c.DeviceReap, "device-reap", c.DeviceReap, "remove a device's cursor consumer after this long unused (recreated from the Postgres mirror at its next login)")
 		fs.IntVar(&c.TailScan, "tail-scan", c.TailScan, "catch-up reads from the Postgres archive when the consumer would scan more stream entries than this")
 		fs.DurationVar(&c.NewDeviceWindow, "new-device-window", c.NewDeviceWindow, "a device's first login replays the inbox entries of this last period…")
 		fs.IntVar(&c.NewDeviceMax, "new-device-max", c.NewDeviceMax, "…but at most this many (older history: conversation pulls)")
@@ -237,6 +258,15 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 	}
 }
 
+// ValidateSyncer checks what only the syncer's settings must agree on (a
+// gateway has --device-reap and no --device-forget).
+func (c *Config) ValidateSyncer() error {
+	if c.DeviceForget > 0 && c.DeviceForget <= c.DeviceReap {
+		return fmt.Errorf("config: --device-forget %s must exceed --device-reap %s (a device is forgotten after its consumer was reaped), or be 0 (never)", c.DeviceForget, c.DeviceReap)
+	}
+	return nil
+}
+
 // Validate checks values flags cannot.
 func (c *Config) Validate() error {
 	if err := c.Layout.Validate(); err != nil {
@@ -265,6 +295,10 @@ func (c *Config) Validate() error {
 	}
 	if c.PartitionWidth > 0 && c.PartitionWidth < time.Second {
 		return fmt.Errorf("config: partition-width %s is below 1s", c.PartitionWidth)
+	}
+	if c.DeviceForget < 0 || c.RejectHorizon < 0 || c.HousekeepingEvery < 0 {
+		return fmt.Errorf("config: --device-forget %s, --reject-horizon %s and --housekeeping-every %s must not be negative (0 turns each off)",
+			c.DeviceForget, c.RejectHorizon, c.HousekeepingEvery)
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)

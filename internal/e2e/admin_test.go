@@ -35,7 +35,8 @@ func TestAdminServiceIsDiscoverable(t *testing.T) {
 	for _, e := range info.Endpoints {
 		subjects[e.Subject] = true
 	}
-	for _, s := range []string{admin.SubjectConvCreate, admin.SubjectConvAdd, admin.SubjectConvRemove, admin.SubjectConvShow} {
+	for _, s := range []string{admin.SubjectConvCreate, admin.SubjectConvAdd, admin.SubjectConvRemove, admin.SubjectConvShow,
+		admin.SubjectUserDelete, admin.SubjectUserDeletion, admin.SubjectUsage} {
 		if !subjects[s] {
 			t.Errorf("endpoint %s not advertised (have %v)", s, subjects)
 		}

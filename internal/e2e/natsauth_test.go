@@ -33,6 +33,7 @@ import (
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/natsauth"
 	"github.com/inboxd/inboxd/internal/node"
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
@@ -121,6 +122,8 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		{gw, "subscribe to its send results", "sub", "_INBOXD.gw.abc.*", nil, true},
 		{gw, "subscribe to a user's live and kick subjects", "sub", "inboxd.u.0.7.*", nil, true},
 		{gw, "subscribe to membership changes", "sub", "inboxd.event.conv.changed", nil, true},
+		{gw, "subscribe to erased bodies", "sub", "inboxd.event.bodies.erased", nil, true},
+		{gw, "list consumers", "req", "$JS.API.CONSUMER.NAMES.INBOX_0", nil, false},
 		{gw, "subscribe to the fanout's replies", "sub", natsauth.InboxPrefix(fo) + ".>", nil, false},
 		{gw, "subscribe to the syncer's replies", "sub", natsauth.InboxPrefix(sy) + ".>", nil, false},
 		{gw, "subscribe to every reply (_INBOX.>)", "sub", "_INBOX.>", nil, false},
@@ -180,8 +183,17 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		{sy, "delete a stream", "req", "$JS.API.STREAM.DELETE.INBOX_0", nil, false},
 		{sy, "trim an INBOX stream", "req", "$JS.API.STREAM.PURGE.INBOX_0", map[string]any{"seq": 1}, true},
 		{sy, "direct get of an entry's time", "req", "$JS.API.DIRECT.GET.INBOX_0", map[string]any{"seq": 1}, true},
+		// Lifecycle (user deletion, housekeeping): a user's subject purged,
+		// device consumers listed and deleted; the revocation asked for.
+		{sy, "purge a user's inbox subject", "req", "$JS.API.STREAM.PURGE.INBOX_0", map[string]any{"filter": "inbox.0.7"}, true},
+		{sy, "list the consumers of an INBOX stream", "req", "$JS.API.CONSUMER.NAMES.INBOX_0", map[string]any{"offset": 0}, true},
+		{sy, "direct get of a user's last entry", "req", "$JS.API.DIRECT.GET.INBOX_0.inbox.0.7", nil, true},
+		{sy, "delete a device consumer", "req", "$JS.API.CONSUMER.DELETE.INBOX_0." + dev8.Durable, nil, true},
+		{sy, "ask the admin API for a revocation", "pub", "inboxd.admin.user.revoke", []byte(`{"uid":7}`), true},
+		{sy, "announce erased bodies", "pub", "inboxd.event.bodies.erased", []byte("1"), true},
 		{sy, "purge SEND", "req", "$JS.API.STREAM.PURGE.SEND", nil, false},
-		{sy, "delete a device consumer", "req", "$JS.API.CONSUMER.DELETE.INBOX_0." + d7, nil, false},
+		{sy, "delete the fanout's consumer", "req", "$JS.API.CONSUMER.DELETE.SEND.fanout_0", nil, false},
+		{sy, "call another admin endpoint", "pub", "inboxd.admin.conv.create", []byte("{}"), false},
 		{sy, "create a consumer on SEND", "req", "$JS.API.CONSUMER.CREATE.SEND.x", nil, false},
 		{sy, "create a device consumer", "req", "$JS.API.CONSUMER.CREATE.INBOX_0.x.inbox.0.8", nil, false},
 		{sy, "reset a device consumer", "req", "$JS.API.CONSUMER.RESET.INBOX_0." + d7, nil, false},
@@ -343,6 +355,33 @@ func TestSplitDeploymentWithServiceUsers(t *testing.T) {
 		if m.MsgID != ids[i] {
 			t.Fatalf("received %d as message %d, want %d", m.MsgID, i, ids[i])
 		}
+	}
+	// The syncer's data lifecycle with its own grants: a user deletion
+	// (consumers listed and deleted, the subject purged, the revocation
+	// asked for) and a housekeeping pass over every partition.
+	ac := &admin.Client{NC: testnode.Admin(t, syncer)}
+	if _, err := ac.DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		d, err := ac.Deletion(ctxT(t, 10*time.Second), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.State == store.DeletionDone {
+			if d.Progress.InboxEntries < 3 || d.Progress.Consumers != 1 { // its 3 messages, and receipts
+				t.Fatalf("deletion in a split deployment: %+v; want 3 inbox entries and the sender's consumer removed", d.Progress)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deletion is not done: %+v", d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := syncer.Lifecycle.Housekeep(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatalf("housekeeping as the syncer user: %v", err)
 	}
 	if s := logs.String(); strings.Contains(strings.ToLower(s), "permissions violation") {
 		t.Fatalf("a service was refused a subject it uses:\n%s", s)

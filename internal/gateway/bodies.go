@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"sync"
+
+	"github.com/inboxd/inboxd/internal/store"
 )
 
 // bodyCache holds message bodies by msg_id for all connections of a
@@ -19,24 +21,24 @@ type bodyCache struct {
 
 // loadFunc reads bodies by msg_id and the retention horizons of convs in
 // one round trip (store.BodiesAndHorizons).
-type loadFunc func(ctx context.Context, ids, convs []int64) (map[int64]string, map[int64]int64, error)
+type loadFunc func(ctx context.Context, ids, convs []int64) (map[int64]store.Body, map[int64]int64, error)
 
 type bodyShard struct {
 	mu sync.Mutex
-	m  map[int64]string
+	m  map[int64]store.Body
 }
 
 func newBodyCache(entries int, load loadFunc) *bodyCache {
 	c := &bodyCache{max: max(entries/16, 16), load: load}
 	for i := range c.shards {
-		c.shards[i].m = make(map[int64]string)
+		c.shards[i].m = make(map[int64]store.Body)
 	}
 	return c
 }
 
 func (c *bodyCache) shard(id int64) *bodyShard { return &c.shards[uint64(id)%16] }
 
-func (c *bodyCache) put(id int64, body string) {
+func (c *bodyCache) put(id int64, body store.Body) {
 	s := c.shard(id)
 	s.mu.Lock()
 	if len(s.m) >= c.max {
@@ -46,12 +48,34 @@ func (c *bodyCache) put(id int64, body string) {
 	s.mu.Unlock()
 }
 
-// fill sets the Text of every entry from the cache, loading the missing ones
-// from Postgres in one round trip with the horizons of convs, which it
-// returns. id(i) and set(i, text, found) address the entries; found is
+// drop removes bodies from the cache: a user deletion erased them (the
+// next read loads their tombstones).
+func (c *bodyCache) drop(ids []int64) {
+	for _, id := range ids {
+		s := c.shard(id)
+		s.mu.Lock()
+		delete(s.m, id)
+		s.mu.Unlock()
+	}
+}
+
+// clear empties the cache: erasures announced while the gateway was cut
+// from NATS were missed.
+func (c *bodyCache) clear() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		clear(s.m)
+		s.mu.Unlock()
+	}
+}
+
+// fill sets the body of every entry from the cache, loading the missing
+// ones from Postgres in one round trip with the horizons of convs, which
+// it returns. id(i) and set(i, body, found) address the entries; found is
 // false for a body Postgres does not have (retention removed it), which is
 // not cached.
-func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set func(i int, text string, found bool), convs []int64) (map[int64]int64, error) {
+func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set func(i int, body store.Body, found bool), convs []int64) (map[int64]int64, error) {
 	var missing []int64
 	var missingAt []int
 	for i := 0; i < n; i++ {

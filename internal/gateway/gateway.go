@@ -18,6 +18,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/streams"
 )
 
 // Gateway accepts client connections.
@@ -43,6 +44,7 @@ type Gateway struct {
 
 	resultPrefix string
 	resultSub    *nats.Subscription
+	erasedSub    *nats.Subscription // streams.BodiesErased
 
 	mu        sync.Mutex
 	lns       []net.Listener
@@ -109,6 +111,11 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	_ = sub.SetPendingLimits(-1, -1)
 	g.resultSub = sub
+	if g.erasedSub, err = g.nc.Subscribe(streams.BodiesErased, func(m *nats.Msg) {
+		g.bodies.drop(streams.ParseErasedIDs(m.Data))
+	}); err != nil {
+		return fmt.Errorf("gateway: subscribe erased bodies: %w", err)
+	}
 	g.parts.refresh(ctx)
 	for _, run := range []func(){
 		func() { g.sends.run(ctx) },
@@ -154,6 +161,9 @@ func (g *Gateway) Shutdown() {
 	}
 	if g.resultSub != nil {
 		_ = g.resultSub.Unsubscribe()
+	}
+	if g.erasedSub != nil {
+		_ = g.erasedSub.Unsubscribe()
 	}
 	g.wg.Wait()
 	g.events.wait()
@@ -204,6 +214,7 @@ func (g *Gateway) watchReconnects(ctx context.Context) {
 			if n := reconnects(); n != last {
 				last = n
 				g.revocations.now()
+				g.bodies.clear() // body erasures announced meanwhile were missed
 				for _, s := range g.router.all() {
 					s.tailCheck()
 				}

@@ -337,7 +337,13 @@ func (s *session) fillBodies(ctx context.Context, pg *page) error {
 	pg.idx, pg.convs = need, convs
 	horizons, err := s.g.bodies.fill(ctx, len(need),
 		func(i int) int64 { return pg.msgs[need[i]].MsgID },
-		func(i int, t string, found bool) { pg.msgs[need[i]].Text, pg.msgs[need[i]].Expired = t, !found },
+		func(i int, b store.Body, found bool) {
+			m := &pg.msgs[need[i]]
+			m.Text, m.Expired = b.Text, !found
+			if b.Kind == wire.KindDeleted {
+				m.Kind = b.Kind // a deleted user's message: a tombstone, whatever its entry says
+			}
+		},
 		convs)
 	for _, c := range convs { // in page order: deterministic frames
 		if h := horizons[c]; h > 0 {

@@ -90,6 +90,13 @@ func Time(id int64) time.Time {
 	return Epoch.Add(time.Duration(id>>timeShift) * time.Millisecond)
 }
 
+// FirstAt returns the smallest id issued at or after t: ids in
+// [FirstAt(a), FirstAt(b)) were issued between a and b (on the issuer's
+// clock).
+func FirstAt(t time.Time) int64 {
+	return max(t.Sub(Epoch).Milliseconds(), 0) << timeShift
+}
+
 // Node returns the node that issued id.
 func Node(id int64) int {
 	return int(id >> seqBits & MaxNode)

@@ -84,7 +84,8 @@ type perms struct {
 //     subjects; creates, reads, pulls, resets and acks the device consumers
 //     on INBOX_<p> (filtered to one user's subject, never the archiver);
 //     direct-gets a user's newest entry; receives send results on
-//     _INBOXD.gw.<gateway>.*, the users' subjects, and membership changes.
+//     _INBOXD.gw.<gateway>.*, the users' subjects, membership changes and
+//     erased bodies (a deleted user's, dropped from its body cache).
 //   - fanout: its consumers fanout_<p> on SEND (create, read, pull, reset,
 //     unpin, ack); publishes inbox entries, the live announcements and the
 //     send results.
@@ -93,10 +94,14 @@ type perms struct {
 //     (purges of archived entries older than the hot window, direct gets
 //     of entry times); reads device consumers (the admin API's cursors);
 //     serves the admin API (a micro service) and publishes its events and
-//     revocation kicks.
+//     revocation kicks; the data lifecycle: lists and deletes device
+//     consumers of INBOX_<p>, reads a user's last entry and purges its
+//     subject (a deleted user's), and asks the admin API for a deleted
+//     user's revocation.
 //
-// Nothing but admin may delete a stream or a consumer; nothing but the
-// syncer and admin may purge one, and the syncer only the INBOX streams.
+// Nothing but admin may delete a stream or a consumer of SEND; nothing
+// but the syncer and admin may purge a stream, and the syncer only the
+// INBOX streams, or delete an INBOX stream's consumer.
 func table(partitions int) map[Role]perms {
 	inbox := inboxStreams(partitions)
 	var gw, gwDeny, sy []string
@@ -113,10 +118,15 @@ func table(partitions int) map[Role]perms {
 			consumerCalls(st, archiver, "INFO", "MSG.NEXT", "RESET"))
 		sy = concat(sy,
 			consumerCalls(st, archiver, "CREATE", "MSG.NEXT", "RESET"),
-			consumerCalls(st, "*", "INFO"),
+			// Lifecycle: a user deletion and housekeeping delete device
+			// consumers (found by name), read a user's last entry and
+			// purge its inbox subject.
+			consumerCalls(st, "*", "INFO", "DELETE"),
+			[]string{"$JS.API.CONSUMER.NAMES." + st, "$JS.API.DIRECT.GET." + st + ".inbox." + ps + ".*"},
 			[]string{"$JS.ACK." + st + "." + archiver + ".>",
 				// The trimmer: purges of archived entries older than the
-				// hot window, direct gets of an entry's time.
+				// hot window, direct gets of an entry's time; a deletion
+				// purges a user's subject.
 				"$JS.API.STREAM.PURGE." + st, "$JS.API.DIRECT.GET." + st})
 	}
 	for _, st := range append([]string{sendStream}, inbox...) {
@@ -126,7 +136,7 @@ func table(partitions int) map[Role]perms {
 		Gateway: {
 			pub:     concat(gw, []string{streamInfo, "send.*.*", "inbox.*.*", "inboxd.u.*.*.*"}),
 			denyPub: gwDeny,
-			sub:     []string{"_INBOXD.gw.>", "inboxd.u.*.*.*", "inboxd.event.conv.changed"},
+			sub:     []string{"_INBOXD.gw.>", "inboxd.u.*.*.*", "inboxd.event.conv.changed", "inboxd.event.bodies.erased"},
 		},
 		Fanout: {
 			pub: concat([]string{streamInfo, "$JS.API.CONSUMER.CREATE." + sendStream + ".>", "$JS.ACK." + sendStream + ".>"},
@@ -134,7 +144,7 @@ func table(partitions int) map[Role]perms {
 				[]string{"inbox.*.*", "inboxd.u.*.*.live", "_INBOXD.gw.>"}),
 		},
 		Syncer: {
-			pub:       concat(sy, []string{streamInfo, "inboxd.event.>", "inboxd.u.*.*.kick"}),
+			pub:       concat(sy, []string{streamInfo, "inboxd.event.>", "inboxd.u.*.*.kick", "inboxd.admin.user.revoke"}),
 			sub:       []string{"inboxd.admin.>", "$SRV.>"},
 			responses: true,
 		},

@@ -16,6 +16,7 @@ import (
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/lifecycle"
 	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/store"
 )
@@ -31,8 +32,10 @@ type Node struct {
 	Store   *store.Store
 	Gateway *gateway.Gateway
 	Fanout  *fanout.Fanout
-	Ops     *ops.Server
-	Debug   *ops.Debug // with --debug-http
+	// Lifecycle runs user deletions and housekeeping (with RoleSyncer).
+	Lifecycle *lifecycle.Lifecycle
+	Ops       *ops.Server
+	Debug     *ops.Debug // with --debug-http
 
 	admin  *admin.Service
 	cancel context.CancelFunc // ends the roles' loops

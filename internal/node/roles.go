@@ -14,18 +14,29 @@ import (
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/lifecycle"
 	"github.com/inboxd/inboxd/internal/retention"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
 
-// startSyncer starts the admin API, the archiver and the retention job,
-// whose loops run until run ends.
+// startSyncer starts the admin API, the archiver, the retention job and
+// the lifecycle jobs (user deletion, housekeeping), whose loops run until
+// run ends.
 func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
 	var err error
 	if n.admin, err = admin.Start(n.NC, js, cfg.Layout, n.Store, n.log.Named("admin")); err != nil {
 		return err
 	}
+	if err := cfg.ValidateSyncer(); err != nil {
+		return err
+	}
+	n.Lifecycle = lifecycle.New(lifecycle.Options{Layout: cfg.Layout, DeviceForget: cfg.DeviceForget, DeviceReap: cfg.DeviceReap,
+		RejectHorizon: cfg.RejectHorizon, Every: cfg.HousekeepingEvery, LegalHold: cfg.LegalHold}, n.log.Named("lifecycle"), n.NC, js, n.Store, reg)
+	if err := n.admin.ServeLifecycle(n.Lifecycle); err != nil {
+		return err
+	}
+	n.runLoop(run, "lifecycle", n.Lifecycle.Run)
 	// The archiver reads every inbox entry: on its own connection, so
 	// that in an all-in-one process its deliveries do not queue the
 	// gateway's and the fanout's traffic.

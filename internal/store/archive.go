@@ -143,9 +143,11 @@ func (s *Store) NewestPage(ctx context.Context, dst []wire.Message, exp []wire.E
 // The page's messages come with their bodies (a missing one: expired) and
 // their conversation's retention horizon (conv_expiry, one row per
 // conversation: a probe per message, none of it when nothing expired).
+// A message's kind comes from its content row where there is one: a
+// deleted user's message is a tombstone there (KindDeletedBody).
 const (
 	sqlArchiveCols = `
-		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, coalesce(m.sender_uid, 0), a.kind, coalesce(m.body, ''),
+		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, coalesce(m.sender_uid, 0), coalesce(m.kind, a.kind), coalesce(m.body, ''),
 		       coalesce(m.created_at, 'epoch'), a.event, a.peer_uid, a.msg_id <> 0 AND m.msg_id IS NULL,
 		       coalesce(e.expired_seq, 0)
 		FROM inbox_archive a LEFT JOIN msg_content m ON m.msg_id = a.msg_id AND a.msg_id <> 0
@@ -221,15 +223,23 @@ func (s *Store) Bodies(ctx context.Context, msgIDs []int64) (map[int64]string, e
 	return out, nil
 }
 
-// BodiesAndHorizons returns the body of each msg_id found and the
-// retention horizon of each of convs that has one, in one round trip
-// (either list may be empty).
-func (s *Store) BodiesAndHorizons(ctx context.Context, msgIDs, convs []int64) (map[int64]string, map[int64]int64, error) {
-	bodies := make(map[int64]string, len(msgIDs))
+// Body is a message's text and kind as stored: the kind of a deleted
+// user's message is KindDeletedBody (its text empty), whatever its inbox
+// entries say.
+type Body struct {
+	Text string
+	Kind uint32
+}
+
+// BodiesAndHorizons returns the body (text and kind) of each msg_id found
+// and the retention horizon of each of convs that has one, in one round
+// trip (either list may be empty).
+func (s *Store) BodiesAndHorizons(ctx context.Context, msgIDs, convs []int64) (map[int64]Body, map[int64]int64, error) {
+	bodies := make(map[int64]Body, len(msgIDs))
 	horizons := map[int64]int64{}
 	b := &pgx.Batch{}
 	if len(msgIDs) > 0 {
-		b.Queue(`SELECT msg_id, body FROM msg_content WHERE msg_id = ANY($1::bigint[])`, msgIDs)
+		b.Queue(`SELECT msg_id, body, kind FROM msg_content WHERE msg_id = ANY($1::bigint[])`, msgIDs)
 	}
 	if len(convs) > 0 {
 		b.Queue(`SELECT conv_id, expired_seq FROM conv_expiry WHERE conv_id = ANY($1::bigint[]) AND expired_seq > 0`, convs)
@@ -246,7 +256,11 @@ func (s *Store) BodiesAndHorizons(ctx context.Context, msgIDs, convs []int64) (m
 		}
 		var id int64
 		var body string
-		if _, err := pgx.ForEachRow(rows, []any{&id, &body}, func() error { bodies[id] = body; return nil }); err != nil {
+		var kind int16
+		if _, err := pgx.ForEachRow(rows, []any{&id, &body, &kind}, func() error {
+			bodies[id] = Body{Text: body, Kind: uint32(kind)}
+			return nil
+		}); err != nil {
 			return nil, nil, fmt.Errorf("store: bodies: %w", err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -107,7 +108,7 @@ func (s *Store) CreateConversation(ctx context.Context, kind int, members []int6
 // earlier span moves to past_seqs). They see messages after the current
 // last_seq. It returns the new member_ver.
 func (s *Store) AddMembers(ctx context.Context, convID int64, members []int64) (int64, error) {
-	return s.changeMembers(ctx, convID, members, `
+	return s.changeMembers(ctx, convID, members, false, `
 		INSERT INTO conv_member (conv_id, uid, joined_seq)
 		SELECT $1, u, $3 FROM unnest($2::bigint[]) AS u
 		ON CONFLICT (conv_id, uid) DO UPDATE
@@ -120,12 +121,16 @@ func (s *Store) AddMembers(ctx context.Context, convID int64, members []int64) (
 // RemoveMembers removes uids from a group; they keep their history up to the
 // current last_seq. It returns the new member_ver.
 func (s *Store) RemoveMembers(ctx context.Context, convID int64, members []int64) (int64, error) {
-	return s.changeMembers(ctx, convID, members, `
+	return s.changeMembers(ctx, convID, members, false, `
 		UPDATE conv_member SET left_seq = $3
 		WHERE conv_id = $1 AND uid = ANY($2::bigint[]) AND left_seq IS NULL`)
 }
 
-func (s *Store) changeMembers(ctx context.Context, convID int64, members []int64, stmt string) (int64, error) {
+// changeMembers runs stmt ($1 conv_id, $2 the uids and, when it has a $3,
+// the conversation's last_seq) under the conversation's row lock and
+// raises member_ver. Only a group's members change, unless anyKind (a
+// deleted user leaves direct conversations too).
+func (s *Store) changeMembers(ctx context.Context, convID int64, members []int64, anyKind bool, stmt string) (int64, error) {
 	uids, err := normalizeUIDs(members)
 	if err != nil {
 		return 0, err
@@ -147,10 +152,14 @@ func (s *Store) changeMembers(ctx context.Context, convID int64, members []int64
 		if err != nil {
 			return err
 		}
-		if kind != KindGroup {
+		if kind != KindGroup && !anyKind {
 			return fmt.Errorf("%w: the members of a direct conversation cannot change", ErrInvalid)
 		}
-		if _, err := tx.Exec(ctx, stmt, convID, uids, lastSeq); err != nil {
+		args := []any{convID, uids, lastSeq}
+		if !strings.Contains(stmt, "$3") {
+			args = args[:2]
+		}
+		if _, err := tx.Exec(ctx, stmt, args...); err != nil {
 			return err
 		}
 		var n int

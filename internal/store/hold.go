@@ -80,3 +80,20 @@ func (s *Store) Horizons(ctx context.Context, convs []int64) (map[int64]int64, e
 	}
 	return out, nil
 }
+
+// HeldConversations returns which of convIDs are under their own legal
+// hold (conv_hold). A user deletion keeps the bodies the user sent in held
+// conversations (and every body under the installation-wide hold, a
+// setting of the syncer).
+func (s *Store) HeldConversations(ctx context.Context, convIDs []int64) (map[int64]bool, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT conv_id FROM conv_hold WHERE conv_id = ANY($1::bigint[])`, convIDs)
+	if err != nil {
+		return nil, fmt.Errorf("store: held conversations: %w", err)
+	}
+	out := map[int64]bool{}
+	var c int64
+	if _, err := pgx.ForEachRow(rows, []any{&c}, func() error { out[c] = true; return nil }); err != nil {
+		return nil, fmt.Errorf("store: held conversations: %w", err)
+	}
+	return out, nil
+}
