@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/inboxd/inboxd/internal/archive"
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
@@ -102,6 +103,16 @@ type Config struct {
 	DeviceForget      time.Duration
 	RejectHorizon     time.Duration
 	HousekeepingEvery time.Duration
+
+	// Early cleanup (issue 15 item 3, the syncer; internal/archive):
+	// rounds every CleanupEvery (0: off) of CleanupBatch users, at most
+	// CleanupRate purges a second; the new-device window (NewDeviceWindow,
+	// NewDeviceMax, shared with the gateway) is kept as it was
+	// CleanupMargin ago.
+	CleanupEvery  time.Duration
+	CleanupRate   float64
+	CleanupBatch  int
+	CleanupMargin time.Duration
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -109,7 +120,7 @@ type Config struct {
 // fanout.DefaultOptions), so each default is written once; the rest belong
 // to no library and are written here.
 func Defaults() Config {
-	gw, fo, lc := gateway.DefaultOptions(), fanout.DefaultOptions(), lifecycle.DefaultOptions()
+	gw, fo, lc, cl := gateway.DefaultOptions(), fanout.DefaultOptions(), lifecycle.DefaultOptions(), archive.DefaultCleanupOptions()
 	return Config{
 		NATSURL:     "nats://" + natsAddr,
 		DatabaseURL: store.DefaultURL,
@@ -147,6 +158,11 @@ func Defaults() Config {
 		DeviceForget:      lc.DeviceForget,
 		RejectHorizon:     lc.RejectHorizon,
 		HousekeepingEvery: lc.Every,
+
+		CleanupEvery:  cl.Every,
+		CleanupRate:   cl.Rate,
+		CleanupBatch:  cl.Batch,
+		CleanupMargin: cl.Margin,
 	}
 }
 
@@ -163,6 +179,11 @@ func DefaultsFor(roles Role) Config {
 	}
 	return c
 }
+
+// MinCleanupMargin is the shortest --cleanup-margin: above the gateways'
+// one-second flush of device cursors to Postgres, which writes a new
+// device's row, with a second to spare.
+const MinCleanupMargin = 2 * time.Second
 
 // natsAddr is the embedded NATS server's client address and the one the
 // services dial.
@@ -225,8 +246,6 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "a batch unconfirmed this long on a live connection is handed over again from the cursor (0: 3 heartbeats)")
 		fs.StringVar(&c.TokenSecret, "token-secret", c.TokenSecret, "HS256 secret of client tokens (env INBOXD_TOKEN_SECRET); the default is the development secret")
 		fs.IntVar(&c.TailScan, "tail-scan", c.TailScan, "catch-up reads from the Postgres archive when the consumer would scan more stream entries than this")
-		fs.DurationVar(&c.NewDeviceWindow, "new-device-window", c.NewDeviceWindow, "a device's first login replays the inbox entries of this last period…")
-		fs.IntVar(&c.NewDeviceMax, "new-device-max", c.NewDeviceMax, "…but at most this many (older history: conversation pulls)")
 		fs.IntVar(&c.OfflineThreshold, "offline-threshold", c.OfflineThreshold, "a device with more pending entries gets the summary and the newest page first")
 		fs.Float64Var(&c.PullRate, "pull-rate", c.PullRate, "conversation pulls per second per user")
 		fs.StringVar(&c.TokenEdKeyFile, "token-ed25519-key", c.TokenEdKeyFile, "PEM file of an Ed25519 public key: EdDSA client tokens are accepted too (with --token-secret \"\" only them)")
@@ -251,6 +270,18 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.DurationVar(&c.Retention, "retention", c.Retention, "remove message bodies and archived inbox entries older than this, by whole time ranges (0: keep forever)")
 		fs.DurationVar(&c.PartitionWidth, "partition-width", c.PartitionWidth, "width of the time ranges (Postgres partitions) retention removes (0: calendar months)")
 		fs.BoolVar(&c.LegalHold, "legal-hold", c.LegalHold, "installation-wide legal hold: retention removes nothing (per conversation: inboxctl conv hold)")
+	}
+	if roles&(RoleGateway|RoleSyncer) != 0 {
+		// The gateway replays the window to a new device; the syncer's
+		// early cleanup keeps it in the streams: both read the same flags.
+		fs.DurationVar(&c.NewDeviceWindow, "new-device-window", c.NewDeviceWindow, "a device's first login replays the inbox entries of this last period… (the syncer's early cleanup keeps them)")
+		fs.IntVar(&c.NewDeviceMax, "new-device-max", c.NewDeviceMax, "…but at most this many (older history: conversation pulls)")
+	}
+	if roles&RoleSyncer != 0 {
+		fs.DurationVar(&c.CleanupEvery, "cleanup-every", c.CleanupEvery, "early cleanup: a round every this long purges from the INBOX streams what every device of a user confirmed, the archive holds and the new-device window does not need (0: off)")
+		fs.IntVar(&c.CleanupBatch, "cleanup-batch", c.CleanupBatch, "users one early cleanup round looks at")
+		fs.Float64Var(&c.CleanupRate, "cleanup-rate", c.CleanupRate, "early cleanup purges per second at most (each holds its partition's stream lock for a moment)")
+		fs.DurationVar(&c.CleanupMargin, "cleanup-margin", c.CleanupMargin, "early cleanup keeps the new-device window as it was this long ago (a new device's first cursor write, clock skew)")
 	}
 	if roles&RoleFanout != 0 {
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
@@ -299,6 +330,13 @@ func (c *Config) Validate() error {
 	if c.DeviceForget < 0 || c.RejectHorizon < 0 || c.HousekeepingEvery < 0 {
 		return fmt.Errorf("config: --device-forget %s, --reject-horizon %s and --housekeeping-every %s must not be negative (0 turns each off)",
 			c.DeviceForget, c.RejectHorizon, c.HousekeepingEvery)
+	}
+	if c.CleanupEvery < 0 || c.CleanupRate <= 0 || c.CleanupBatch < 1 {
+		return fmt.Errorf("config: cleanup-every %s (0: off), cleanup-rate %g, cleanup-batch %d: want every not negative, rate and batch positive",
+			c.CleanupEvery, c.CleanupRate, c.CleanupBatch)
+	}
+	if c.CleanupMargin < MinCleanupMargin {
+		return fmt.Errorf("config: cleanup-margin %s is below %s: a new device's cursor row is written up to a second after its login, and the margin must cover that", c.CleanupMargin, MinCleanupMargin)
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)

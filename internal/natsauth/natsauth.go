@@ -94,7 +94,8 @@ type perms struct {
 //     (purges of archived entries older than the hot window, direct gets
 //     of entry times); reads device consumers (the admin API's cursors);
 //     serves the admin API (a micro service) and publishes its events and
-//     revocation kicks; the data lifecycle: lists and deletes device
+//     revocation kicks; the early cleanup: purges of one user's subject
+//     below a sequence and direct gets; the data lifecycle: lists and deletes device
 //     consumers of INBOX_<p>, reads a user's last entry and purges its
 //     subject (a deleted user's), and asks the admin API for a deleted
 //     user's revocation.

@@ -20,8 +20,8 @@ import (
 	"github.com/inboxd/inboxd/internal/streams"
 )
 
-// startSyncer starts the admin API, the archiver, the retention job and
-// the lifecycle jobs (user deletion, housekeeping), whose loops run until
+// startSyncer starts the admin API, the archiver, the early cleanup, the
+// retention job and the lifecycle jobs (user deletion, housekeeping), whose loops run until
 // run ends.
 func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
 	var err error
@@ -63,6 +63,15 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 		defer rst.Close()
 		return ret.Run(ctx)
 	})
+	if cfg.CleanupEvery > 0 {
+		cl, err := archive.NewCleaner(archive.CleanupOptions{Layout: cfg.Layout, Every: cfg.CleanupEvery, Rate: cfg.CleanupRate,
+			Batch: cfg.CleanupBatch, Margin: cfg.CleanupMargin, NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax},
+			n.log.Named("cleanup"), n.NC, n.Store, reg)
+		if err != nil {
+			return err
+		}
+		n.runLoop(run, "early cleanup", cl.Run)
+	}
 	return nil
 }
 
