@@ -60,7 +60,7 @@ type soakSample struct {
 	SendP99Ms       float64            `json:"send_p99_ms"`
 	NotStored       int64              `json:"not_stored"`
 	ReceivedPerS    float64            `json:"received_per_s"`
-	CatchupPerS     float64            `json:"catchup_entries_per_s"` // waves that finished in the interval: backlog entries / drain time
+	CatchupPerS     float64            `json:"catchup_entries_per_s"` // waves that finished in the interval: their median device's backlog entries / catch-up time
 	Waves           int                `json:"waves"`
 	Offline         int                `json:"devices_offline"`
 	Load1           float64            `json:"load1"` // the machine's 1-minute load average
@@ -72,11 +72,13 @@ type soakSample struct {
 type soakWaveOut struct {
 	BackS      float64 `json:"back_s"` // when the devices came back (since the sends started)
 	Devices    int     `json:"devices"`
-	Entries    int64   `json:"entries"`       // backlog: stored while they were away, not yet theirs
-	Expired    int64   `json:"expired"`       // of them, expired by retention meanwhile (never handed over)
-	DrainS     float64 `json:"drain_s"`       // back → the last backlog message handed over
-	PerS       float64 `json:"entries_per_s"` // (entries - expired) / drain_s
-	Incomplete int     `json:"incomplete"`    // devices that had not caught up when they left again
+	Entries    int64   `json:"entries"`                  // backlog: stored while they were away, not yet theirs
+	Expired    int64   `json:"expired"`                  // of them, expired by retention meanwhile (never handed over)
+	DrainS     float64 `json:"drain_s"`                  // back → the last backlog message handed over
+	PerS       float64 `json:"entries_per_s"`            // the wave: (entries - expired) / drain_s
+	DevicePerS float64 `json:"device_p50_entries_per_s"` // the median device: its entries / back → its last one
+	Incomplete int     `json:"incomplete"`               // devices that had not caught up when they left again
+	Load1      float64 `json:"load1"`                    // the machine's 1-minute load average when they came back
 }
 
 // soakLevel says whether a disk series levelled off: its samples from
@@ -312,15 +314,15 @@ func runSoak(ctx context.Context, o *opts) (any, error) {
 	return out, nil
 }
 
-// catchupEnds is the catch-up speed at the start and at the end: the
-// median of the first and of the last third of the waves with a backlog
-// that every device caught up on (a wave's drain is its slowest device's,
-// so one wave alone is at the mercy of the machine's noise).
+// catchupEnds is the catch-up speed at the start and at the end: of the
+// waves with a backlog that every device caught up on, the median device's
+// speed, the median of the first and of the last third of the waves (one
+// wave alone is at the mercy of the machine's noise).
 func catchupEnds(waves []soakWaveOut) (start, end float64) {
 	var ok []float64
 	for _, w := range waves {
-		if w.Entries > w.Expired && w.Incomplete == 0 && w.DrainS > 0 {
-			ok = append(ok, w.PerS)
+		if w.Entries > w.Expired && w.Incomplete == 0 && w.DevicePerS > 0 {
+			ok = append(ok, w.DevicePerS)
 		}
 	}
 	if len(ok) == 0 {
@@ -497,18 +499,16 @@ func (s *soakSample) fill(iv *soakInterval, dt time.Duration) {
 	s.NotStored = iv.NotStored
 	s.ReceivedPerS = round3(float64(iv.Received) / sec)
 	s.Offline = iv.Offline
-	var entries int64
-	var drain float64
+	var rates []float64
 	for _, w := range iv.Waves {
-		if w.Entries == w.Expired || w.Incomplete > 0 {
+		if w.Entries == w.Expired || w.Incomplete > 0 || w.DeviceP50PerS == 0 {
 			continue
 		}
-		s.Waves++
-		entries += w.Entries - w.Expired
-		drain += float64(w.LastNs-w.BackNs) / 1e9
+		rates = append(rates, w.DeviceP50PerS)
 	}
-	if drain > 0 {
-		s.CatchupPerS = round3(float64(entries) / drain)
+	s.Waves = len(rates)
+	if len(rates) > 0 {
+		s.CatchupPerS = median(rates)
 	}
 }
 
@@ -516,7 +516,7 @@ func (iv *soakInterval) waveOuts(t0 time.Time) []soakWaveOut {
 	var out []soakWaveOut
 	for _, w := range iv.Waves {
 		o := soakWaveOut{BackS: round3(float64(w.BackNs-t0.UnixNano()) / 1e9), Devices: w.Devices, Entries: w.Entries,
-			Expired: w.Expired, Incomplete: w.Incomplete}
+			Expired: w.Expired, Incomplete: w.Incomplete, DevicePerS: round3(w.DeviceP50PerS), Load1: w.Load1}
 		if w.LastNs > w.BackNs {
 			o.DrainS = round3(float64(w.LastNs-w.BackNs) / 1e9)
 			o.PerS = round3(float64(w.Entries-w.Expired) / o.DrainS)
@@ -620,10 +620,10 @@ func writeSoakPlot(o *opts, samples []soakSample, waves []soakWaveOut) {
 		fmt.Fprintf(&tsv, "%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\n", s.TS/60, m(s.JSStoreBytes), m(s.PGDatabaseBytes),
 			m(s.MsgContentBytes), m(s.InboxArchiveBytes), m(int64(s.InboxBytes)), s.SendRate, s.SendP99Ms, s.CatchupPerS)
 	}
-	fmt.Fprintln(&wv, "# back_min\tentries_per_s\tentries\tdrain_s\tdevices")
+	fmt.Fprintln(&wv, "# back_min\tdevice_p50_entries_per_s\twave_entries_per_s\tentries\tdrain_s\tdevices\tload1")
 	for _, w := range waves {
 		if w.Incomplete == 0 && w.Entries > w.Expired {
-			fmt.Fprintf(&wv, "%.3f\t%.3f\t%d\t%.3f\t%d\n", w.BackS/60, w.PerS, w.Entries, w.DrainS, w.Devices)
+			fmt.Fprintf(&wv, "%.3f\t%.3f\t%.3f\t%d\t%.3f\t%d\t%.2f\n", w.BackS/60, w.DevicePerS, w.PerS, w.Entries, w.DrainS, w.Devices, w.Load1)
 		}
 	}
 	for name, body := range map[string]string{"soak-samples.jsonl": jl.String(), "soak.tsv": tsv.String(), "soak-waves.tsv": wv.String()} {
@@ -660,7 +660,12 @@ type soakWave struct {
 	Expired    int64 `json:"expired"`
 	LastNs     int64 `json:"last_ns"` // the last backlog message handed over
 	Incomplete int   `json:"incomplete"`
-	left       int
+	// The median device's catch-up: its backlog entries handed over / the
+	// time from the wave's return to its last one.
+	DeviceP50PerS float64 `json:"device_p50_per_s"`
+	Load1         float64 `json:"load1"` // the machine's load when the wave came back
+	left          int
+	devPerS       []float64
 }
 
 // soakInterval is what happened since the previous soak_sample.
@@ -699,6 +704,8 @@ type soakUser struct {
 	// has not got yet, and its wave.
 	backlog map[int64]soakMsg
 	wave    *soakWave
+	got     int   // backlog entries handed over
+	lastNs  int64 // when the last of them was
 }
 
 type soakRun struct {
@@ -822,6 +829,8 @@ func (s *soakRun) handle(u *soakUser, m client.Message) {
 	}
 	if _, ok := u.backlog[m.MsgID]; ok {
 		delete(u.backlog, m.MsgID)
+		u.got++
+		u.lastNs = now
 		u.wave.LastNs = max(u.wave.LastNs, now)
 		if len(u.backlog) == 0 {
 			s.deviceDoneLocked(u, false)
@@ -847,10 +856,15 @@ func (s *soakRun) deviceDoneLocked(u *soakUser, incomplete bool) {
 	}
 	if incomplete {
 		w.Incomplete++
+	} else if u.got > 0 && u.lastNs > w.BackNs {
+		w.devPerS = append(w.devPerS, float64(u.got)/(float64(u.lastNs-w.BackNs)/1e9))
 	}
-	u.backlog, u.wave = nil, nil
+	u.backlog, u.wave, u.got, u.lastNs = nil, nil, 0, 0
 	w.left--
 	if w.left == 0 {
+		if len(w.devPerS) > 0 {
+			w.DeviceP50PerS = median(w.devPerS)
+		}
 		s.iv.Waves = append(s.iv.Waves, w)
 	}
 }
@@ -997,7 +1011,7 @@ func (s *soakRun) leave(uids []int64) {
 // comeBack brings a cohort's devices back: each one's backlog is what was
 // stored in its conversations before this instant that it has not got.
 func (s *soakRun) comeBack(w *worker, uids []int64) *soakWave {
-	wave := &soakWave{BackNs: time.Now().UnixNano()}
+	wave := &soakWave{BackNs: time.Now().UnixNano(), Load1: load1()}
 	var back []*soakUser
 	s.mu.Lock()
 	for _, uid := range uids {

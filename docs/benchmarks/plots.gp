@@ -66,14 +66,14 @@ if (has_off) {
 }
 set title "Send rate (per sample interval) and catch-up of each returning wave"
 set ylabel "messages stored per second"
-set y2label "catch-up: backlog entries per second"
+set y2label "catch-up: backlog entries per second per device"
 set y2tics
 set ytics nomirror
 set yrange [0:*]
 set y2range [0:*]
 set key bottom right
 plot dir."/soak.tsv" using 1:($7 > 0 ? $7 : 1/0) with linespoints lw 2 pt 7 title "send rate", \
-     dir."/soak-waves.tsv" using 1:2 axes x1y2 with points pt 9 ps 1.5 title "catch-up of a wave (y2)"
+     dir."/soak-waves.tsv" using 1:2 axes x1y2 with points pt 9 ps 1.5 title "catch-up: a returning wave's median device (y2)"
 unset multiplot
 unset y2tics
 unset y2label
