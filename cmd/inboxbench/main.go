@@ -11,7 +11,8 @@
 //	inboxbench live                         live latency, idle and during a login storm
 //	inboxbench conns --n N                  idle connections on one gateway process
 //	inboxbench scale                        one device's drain at 100k vs 2M INBOX entries
-//	inboxbench all                          every scenario in turn
+//	inboxbench soak --duration D            steady load against short lifecycle settings: disk over time
+//	inboxbench all                          every scenario in turn (not soak)
 //
 // --json prints one JSON object per scenario (the contract fields first);
 // --quick runs tiny sizes in seconds (what the test suite does).
@@ -62,6 +63,10 @@ type opts struct {
 	freshDevices bool
 	// scale
 	small, large, samples int
+	// soak
+	duration, sampleEvery, offline                     time.Duration
+	hotWindow, retention, partitionWidth, cleanupEvery time.Duration
+	set                                                map[string]bool // flags given on the command line
 }
 
 var scenarios = map[string]func(context.Context, *opts) (any, error){
@@ -70,12 +75,13 @@ var scenarios = map[string]func(context.Context, *opts) (any, error){
 	"live":   runLive,
 	"conns":  runConns,
 	"scale":  runScale,
+	"soak":   runSoak,
 }
 
 var order = []string{"fanout", "storm", "live", "conns", "scale"}
 
 func usage() {
-	fmt.Fprintln(os.Stderr, `usage: inboxbench <fanout|storm|live|conns|scale|all> [flags]
+	fmt.Fprintln(os.Stderr, `usage: inboxbench <fanout|storm|live|conns|scale|soak|all> [flags]
 run "inboxbench <scenario> -h" for the flags; docs/benchmarks.md explains the method`)
 	os.Exit(2)
 }
@@ -126,7 +132,9 @@ func parseFlags(cmd string, args []string) *opts {
 	o := &opts{}
 	fs := newFlagSet(cmd, o, flag.ExitOnError)
 	_ = fs.Parse(args)
+	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
+		o.set[f.Name] = true
 		if f.Name == "split" {
 			o.splitSet = true
 		}
@@ -170,15 +178,15 @@ func newFlagSet(cmd string, o *opts, onError flag.ErrorHandling) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound of one storm drain (default 10m, quick 60s)")
 	fs.IntVar(&o.workers, "workers", 0, "load-generator processes (default: one per 9,000 connections)")
 	fs.IntVar(&o.group, "group", 0, "fanout: members per conversation (default 10)")
-	fs.IntVar(&o.senders, "senders", 8, "fanout: sending connections, each on its own conversation")
+	fs.IntVar(&o.senders, "senders", 8, "fanout: sending connections, each on its own conversation; soak: sending devices (quick at most 4)")
 	fs.IntVar(&o.window, "window", 256, "fanout: sends in flight per sender")
 	fs.IntVar(&o.msgs, "msgs", 0, "fanout: messages measured (default 600,000 entries' worth)")
 	fs.IntVar(&o.maxPending, "max-pending", 16384, "fanout baseline: async publishes in flight")
-	fs.IntVar(&o.users, "users", 0, "storm/live: devices in the login storm (default 300; live 10,000)")
+	fs.IntVar(&o.users, "users", 0, "storm/live: devices in the login storm (default 300; live 10,000); soak: receiving devices (default 200, quick 40)")
 	fs.IntVar(&o.backlog, "backlog", 0, "storm/live/scale: offline messages per device (default 200)")
 	fs.IntVar(&o.seedGroup, "seed-group", 100, "storm/live: users per group conversation the backlogs are sent to")
 	fs.StringVar(&o.kind, "kind", "desktop", "storm/live: device kind of the storm devices (mobile, web, desktop)")
-	fs.Float64Var(&o.rate, "rate", 0, "live: messages per second (default 200)")
+	fs.Float64Var(&o.rate, "rate", 0, "live, soak: messages per second (default 200; soak quick 50)")
 	fs.IntVar(&o.pairs, "pairs", 20, "live: sender/receiver pairs (direct conversations)")
 	fs.DurationVar(&o.idle, "idle", 0, "live: length of the idle phase (default 10s)")
 	fs.IntVar(&o.n, "n", 0, "conns: connections (default 19,000)")
@@ -187,6 +195,13 @@ func newFlagSet(cmd string, o *opts, onError flag.ErrorHandling) *flag.FlagSet {
 	fs.IntVar(&o.small, "small", 0, "scale: INBOX entries of the small installation (default 100,000)")
 	fs.IntVar(&o.large, "large", 0, "scale: INBOX entries of the large installation (default 2,000,000)")
 	fs.IntVar(&o.samples, "samples", 5, "scale: devices drained per installation (median reported)")
+	fs.DurationVar(&o.duration, "duration", 0, "soak: how long the sends run (default 10m, quick 15s)")
+	fs.DurationVar(&o.sampleEvery, "sample-every", 0, "soak: disk and rates sampled this often (default 1m, quick 2s)")
+	fs.DurationVar(&o.offline, "offline", 0, "soak: how long a cohort of devices stays away; a cohort leaves or comes back every half of it (default 90s, quick 4s)")
+	fs.DurationVar(&o.hotWindow, "hot-window", 0, "soak: the server's --hot-window (default: the server's; quick 3s; 0: not passed)")
+	fs.DurationVar(&o.retention, "retention", 0, "soak: the server's --retention (default: the server's, keep forever; quick 8s; 0: not passed)")
+	fs.DurationVar(&o.partitionWidth, "partition-width", 0, "soak: the server's --partition-width (default: a fifth of --retention; 0: not passed)")
+	fs.DurationVar(&o.cleanupEvery, "cleanup-every", 0, "soak: the server's --cleanup-every, with a 2s --cleanup-margin and a short new-device window (default 5s, quick 1s; 0: not passed)")
 	if v := os.Getenv("INBOXBENCH_PG"); v != "" {
 		o.sys.pgAdmin = v
 	}

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -33,21 +31,14 @@ func TestQuickScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts whole systems")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "inboxbench")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBench(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "all", "--quick", "--json", "--pg", testenv.AdminURL())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	t.Logf("inboxbench all --quick took %s", time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		t.Fatalf("inboxbench all --quick: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
