@@ -29,7 +29,7 @@ type Options struct {
 	// Width of a range: 0 cuts calendar months (UTC); tests use seconds.
 	Width time.Duration
 	// Ahead: ranges exist at least this far past now (default: two
-	// widths and at least 10 s; for months the current month and the next
+	// widths and at least 30 s (a short test width must survive a job delayed by a loaded machine: 10 s did not); for months the current month and the next
 	// two), so that a syncer that is down for less than that stops no
 	// send.
 	Ahead time.Duration
@@ -67,7 +67,7 @@ func (o *Options) until(now time.Time) time.Time {
 	case o.Width <= 0:
 		return now.AddDate(0, 2, 0)
 	default:
-		return now.Add(max(2*o.Width, 10*time.Second))
+		return now.Add(max(2*o.Width, 30*time.Second))
 	}
 }
 
