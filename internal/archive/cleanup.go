@@ -2,14 +2,11 @@ package archive
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
@@ -322,7 +319,7 @@ func (c *Cleaner) archivedAsOf(p int, t time.Time) uint64 {
 // time begins at), or MaxUint64 when every entry is older.
 func (c *Cleaner) firstSince(ctx context.Context, p int, t time.Time) (uint64, error) {
 	t = t.UTC()
-	seq, found, err := c.directGet(ctx, p, jsonMsgGet{StartTime: &t, NextFor: "inbox." + strconv.Itoa(p) + ".*"})
+	seq, _, found, err := directGet(ctx, c.nc, p, directGetRequest{StartTime: &t, NextFor: inboxSubjects(p)})
 	if !found && err == nil {
 		return math.MaxUint64, nil
 	}
@@ -332,78 +329,19 @@ func (c *Cleaner) firstSince(ctx context.Context, p int, t time.Time) (uint64, e
 // firstEntry returns the sequence of the oldest entry of uid's subject
 // still in its partition's stream.
 func (c *Cleaner) firstEntry(ctx context.Context, p int, uid int64) (uint64, bool, error) {
-	return c.directGet(ctx, p, jsonMsgGet{NextFor: streams.InboxSubject(p, uid)})
-}
-
-// jsonMsgGet is a JetStream direct get request.
-type jsonMsgGet struct {
-	NextFor   string     `json:"next_by_subj,omitempty"`
-	StartTime *time.Time `json:"start_time,omitempty"`
-}
-
-// directGet returns the stream sequence of the message a direct get on
-// partition p's stream answers with; found is false for none.
-func (c *Cleaner) directGet(ctx context.Context, p int, req jsonMsgGet) (uint64, bool, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return 0, false, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	stream := streams.InboxStream(p)
-	m, err := c.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream, body)
-	if err != nil {
-		return 0, false, fmt.Errorf("archive: cleanup: direct get on %s: %w", stream, err)
-	}
-	switch m.Header.Get("Status") {
-	case "":
-	case "404":
-		return 0, false, nil
-	default:
-		return 0, false, fmt.Errorf("archive: cleanup: direct get on %s: status %s %s", stream, m.Header.Get("Status"), m.Header.Get("Description"))
-	}
-	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("archive: cleanup: direct get on %s: bad %s header %q", stream, jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
-	}
-	return seq, true, nil
+	seq, _, found, err := directGet(ctx, c.nc, p, directGetRequest{NextFor: streams.InboxSubject(p, uid)})
+	return seq, found, err
 }
 
 // purge removes uid's entries below seq from its partition's stream and
 // returns how many went.
 func (c *Cleaner) purge(ctx context.Context, p int, uid int64, seq uint64) (uint64, error) {
-	stream, subject := streams.InboxStream(p), streams.InboxSubject(p, uid)
-	body, err := json.Marshal(struct {
-		Filter string `json:"filter"`
-		Seq    uint64 `json:"seq"`
-	}{subject, seq})
-	if err != nil {
-		return 0, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+stream, body)
+	n, err := purge(ctx, c.nc, streams.InboxStream(p), streams.InboxSubject(p, uid), seq)
 	if err != nil {
-		return 0, fmt.Errorf("archive: cleanup: purge %s below %d: %w", subject, seq, err)
+		return 0, fmt.Errorf("archive: cleanup: %w", err)
 	}
-	var resp struct {
-		Success bool   `json:"success"`
-		Purged  uint64 `json:"purged"`
-		Error   *struct {
-			Code        int    `json:"code"`
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return 0, fmt.Errorf("archive: cleanup: purge %s below %d: %w", subject, seq, err)
-	}
-	if resp.Error != nil || !resp.Success {
-		desc := "not successful"
-		if resp.Error != nil {
-			desc = resp.Error.Description
-		}
-		return 0, fmt.Errorf("archive: cleanup: purge %s below %d refused: %s", subject, seq, desc)
-	}
-	c.log.Debug("purged", zap.Int64("uid", uid), zap.Uint64("below_seq", seq), zap.Uint64("entries", resp.Purged))
-	return resp.Purged, nil
+	c.log.Debug("purged", zap.Int64("uid", uid), zap.Uint64("below_seq", seq), zap.Uint64("entries", n))
+	return n, nil
 }

@@ -3,7 +3,6 @@ package archive
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -140,7 +139,7 @@ func (a *Archiver) trimPartition(ctx context.Context, log *zap.Logger, p int, ma
 	if keep <= state.FirstSeq {
 		return nil
 	}
-	purged, err := purgeBelow(ctx, nc, name, keep)
+	purged, err := purge(ctx, nc, name, "", keep)
 	if err != nil {
 		return err
 	}
@@ -194,15 +193,23 @@ func directGet(ctx context.Context, nc *nats.Conn, p int, req directGetRequest) 
 	return seq, ts, true, nil
 }
 
-// purgeBelow purges every entry of stream name with a sequence below keep
-// and returns how many went.
-func purgeBelow(ctx context.Context, nc *nats.Conn, name string, keep uint64) (uint64, error) {
+// purge removes the entries of stream name below keep, only those of
+// subject filter when it is not empty (one user's, for the early cleanup),
+// and returns how many went. The request is JetStream's purge API on the
+// syncer's connection: jetstream.Stream.Purge would cost a stream info
+// call before every purge.
+func purge(ctx context.Context, nc *nats.Conn, name, filter string, keep uint64) (uint64, error) {
 	b, _ := json.Marshal(struct {
-		Seq uint64 `json:"seq"`
-	}{keep})
+		Filter string `json:"filter,omitempty"`
+		Seq    uint64 `json:"seq"`
+	}{filter, keep})
+	what := name
+	if filter != "" {
+		what = filter
+	}
 	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+name, b)
 	if err != nil {
-		return 0, fmt.Errorf("purge %s below %d: %w", name, keep, err)
+		return 0, fmt.Errorf("purge %s below %d: %w", what, keep, err)
 	}
 	var r struct {
 		Success bool   `json:"success"`
@@ -212,14 +219,14 @@ func purgeBelow(ctx context.Context, nc *nats.Conn, name string, keep uint64) (u
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(m.Data, &r); err != nil {
-		return 0, fmt.Errorf("purge %s below %d: %w", name, keep, err)
+		return 0, fmt.Errorf("purge %s below %d: %w", what, keep, err)
 	}
 	if r.Error != nil || !r.Success {
 		desc := "not successful"
 		if r.Error != nil {
 			desc = r.Error.Description
 		}
-		return 0, fmt.Errorf("purge %s below %d: %w", name, keep, errors.New(desc))
+		return 0, fmt.Errorf("purge %s below %d refused: %s", what, keep, desc)
 	}
 	return r.Purged, nil
 }
