@@ -17,7 +17,20 @@ if ! command -v pg_lsclusters >/dev/null 2>&1 || [ -z "$(pg_lsclusters -h 2>/dev
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql
 fi
 
-read -r ver cluster port status _ < <(pg_lsclusters -h | head -n 1)
+# The cluster on the port the tests and `make run` use (5432, or the port of
+# INBOXD_TEST_DATABASE_URL when set); a machine may have other clusters, and
+# pg_lsclusters sorts them by name, not by port.
+want_port=5432
+if [ -n "${INBOXD_TEST_DATABASE_URL:-}" ]; then
+  p=$(printf '%s' "$INBOXD_TEST_DATABASE_URL" | sed -nE 's#^[a-z]+://[^/]*:([0-9]+)/.*#\1#p')
+  [ -n "$p" ] && want_port=$p
+fi
+line=$(pg_lsclusters -h | awk -v p="$want_port" '$3 == p' | head -n 1)
+if [ -z "$line" ]; then
+  line=$(pg_lsclusters -h | head -n 1)
+  echo "postgres.sh: no cluster on port $want_port; using the first one: $line" >&2
+fi
+read -r ver cluster port status _ <<<"$line"
 if [ "$status" != "online" ]; then
   echo "postgres.sh: starting cluster $ver/$cluster on port $port" >&2
   as_root pg_ctlcluster "$ver" "$cluster" start
