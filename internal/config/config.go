@@ -113,6 +113,14 @@ type Config struct {
 	CleanupRate   float64
 	CleanupBatch  int
 	CleanupMargin time.Duration
+
+	// NATS cluster (issue 14): the embedded server's name, its cluster
+	// (route) listen address and the other nodes' route URLs; the replica
+	// count of the streams (the syncer records it on them).
+	NodeName      string
+	ClusterListen string
+	Routes        string
+	Replicas      int
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -131,6 +139,7 @@ func Defaults() Config {
 		TokenSecret: auth.DevSecret,
 		Layout:      streams.DefaultLayout,
 		HotWindow:   streams.DefaultHotWindow,
+		Replicas:    1,
 		DrainDelay:  ops.DefaultDrainDelay,
 
 		WSAddr:           gw.WSAddr,
@@ -220,6 +229,9 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 	if roles&RoleEmbeddedNATS != 0 {
 		fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream file store under DIR/jetstream)")
 		fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "client address of the embedded NATS server (the nats CLI connects here)")
+		fs.StringVar(&c.NodeName, "name", c.NodeName, "server name of the embedded NATS server, unique in a cluster (env INBOXD_NAME; default inboxd)")
+		fs.StringVar(&c.ClusterListen, "cluster-listen", c.ClusterListen, "host:port the embedded NATS server accepts cluster routes on: forms a NATS cluster with --routes (env INBOXD_CLUSTER_LISTEN; default off)")
+		fs.StringVar(&c.Routes, "routes", c.Routes, "the other nodes' cluster URLs, comma separated: nats://host:port,... (env INBOXD_ROUTES)")
 	} else {
 		fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS server URL(s), comma separated (env INBOXD_NATS or NATS_URL)")
 		fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS user (env INBOXD_NATS_USER or NATS_USER; default: the service's role)")
@@ -264,6 +276,7 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.DurationVar(&c.TokenMaxTTL, "token-max-ttl", c.TokenMaxTTL, "longest client token lifetime (exp - iat) accepted; tokens without iat are refused (env INBOXD_TOKEN_MAX_TTL)")
 	}
 	if roles&RoleSyncer != 0 {
+		fs.IntVar(&c.Replicas, "replicas", c.Replicas, "replicas of the SEND and INBOX streams: 1, or 3 on a NATS cluster; recorded on the streams, changed with `inboxctl streams set --replicas` (env INBOXD_REPLICAS)")
 		fs.DurationVar(&c.HotWindow, "hot-window", c.HotWindow, "inbox entries stay in the INBOX streams this long, then are read from the Postgres archive; only archived entries are trimmed. Recorded on the streams: change it with `inboxctl streams set --hot-window` (env INBOXD_HOT_WINDOW)")
 	}
 	if roles&RoleSyncer != 0 {

@@ -5,6 +5,9 @@ package natsembed
 
 import (
 	"fmt"
+	"net"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -20,6 +23,15 @@ type Options struct {
 	Logging bool
 	// Users, when set, are the only accepted clients (internal/natsauth).
 	Users []*server.User
+
+	// Cluster: when ClusterListen is set the server listens for routes
+	// there and joins the servers at Routes (their cluster URLs,
+	// nats://host:port) as one NATS cluster named ClusterName (default
+	// "inboxd"), with JetStream clustered over it. Every server of a
+	// cluster needs its own Name.
+	ClusterName   string
+	ClusterListen string // host:port
+	Routes        []string
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -47,6 +59,29 @@ func Start(o Options) (*server.Server, error) {
 		MaxPayload: 1 << 20,
 		NoSigs:     true,
 		Users:      o.Users,
+	}
+	if o.ClusterListen != "" {
+		if o.ClusterName == "" {
+			o.ClusterName = "inboxd"
+		}
+		host, port, err := net.SplitHostPort(o.ClusterListen)
+		if err != nil {
+			return nil, fmt.Errorf("natsembed: cluster listen %q: %w", o.ClusterListen, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("natsembed: cluster listen %q: port: %w", o.ClusterListen, err)
+		}
+		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: host, Port: p}
+		for _, r := range o.Routes {
+			u, err := url.Parse(r)
+			if err != nil || u.Host == "" {
+				return nil, fmt.Errorf("natsembed: route %q is not a nats://host:port URL", r)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
+	} else if len(o.Routes) > 0 {
+		return nil, fmt.Errorf("natsembed: routes %v need a cluster listen address", o.Routes)
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -94,7 +95,14 @@ func (n *Node) startNATS(cfg config.Config, roles config.Role) (natsLogin, error
 		n.log.Warn("embedded NATS: the admin user has the development password; set INBOXD_NATS_PASSWORD_ADMIN in production")
 	}
 	storeDir := filepath.Join(cfg.DataDir, "jetstream")
+	var routes []string
+	for _, r := range strings.Split(cfg.Routes, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			routes = append(routes, r)
+		}
+	}
 	if n.NATS, err = natsembed.Start(natsembed.Options{Host: host, Port: port, StoreDir: storeDir,
+		Name: cfg.NodeName, ClusterListen: cfg.ClusterListen, Routes: routes,
 		Users: natsauth.Users(pw, cfg.Layout.InboxPartitions)}); err != nil {
 		return natsLogin{}, err
 	}
