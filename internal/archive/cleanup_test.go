@@ -378,3 +378,60 @@ func TestCleanupKeepsANewDevicesStartBeforeItsRowIsWritten(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPurgeOneUser measures one early cleanup purge: a user's oldest
+// 50 of 100 entries, in a partition of 200,000 entries of 2,000 users
+// (interleaved, as traffic writes them), through the request the cleaner
+// sends. Each holds the stream's lock for about its duration.
+//
+// Run: go test -run '^$' -bench PurgeOneUser -benchtime 2000x ./internal/archive/
+func BenchmarkPurgeOneUser(b *testing.B) {
+	ctx := context.Background()
+	ns := testenv.StartNATS(b)
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := streams.Layout{InboxPartitions: 1, SendPartitions: 1}
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
+		b.Fatal(err)
+	}
+	const users, per = 2000, 100
+	seqOf := make([][]uint64, users) // filled from the acks
+	var acks []jetstream.PubAckFuture
+	for i := range users * per {
+		uid := int64(i%users + 1)
+		en := streams.Entry{MsgID: int64(i + 1), ConvID: 1, ConvSeq: int64(i + 1), SenderUID: 1, Kind: 1}
+		body, _ := en.Marshal()
+		f, err := js.PublishMsgAsync(en.Msg(0, uid, body, streams.MessageDedupeID(int64(i+1), uid)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		acks = append(acks, f)
+	}
+	<-js.PublishAsyncComplete()
+	for i, f := range acks {
+		select {
+		case a := <-f.Ok():
+			seqOf[i%users] = append(seqOf[i%users], a.Sequence)
+		case err := <-f.Err():
+			b.Fatal(err)
+		}
+	}
+	c := &Cleaner{log: testenv.Logger(b), nc: nc}
+	if b.N > users {
+		b.Fatalf("at most %d purges (one per user)", users)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n, err := c.purge(ctx, 0, int64(i+1), seqOf[i][per/2])
+		if err != nil || n != per/2 {
+			b.Fatalf("purge: %d, %v", n, err)
+		}
+	}
+}

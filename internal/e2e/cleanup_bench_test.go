@@ -85,6 +85,14 @@ func benchCleanup(b *testing.B, rate float64) {
 		sendN(b, n, 5000, conv, backlog, fmt.Sprintf("backlog%d", i))
 	}
 
+	// Every device's row is written before the cleaner starts (its margin
+	// here is below the gateways' cursor flush; see below).
+	checkFor(b, 30*time.Second, func() error {
+		if got, want := count(b, n, `SELECT count(*)::int FROM device_cursor WHERE device IN ('online', 'catch')`), senders*(group-1)+catchers; got != want {
+			return fmt.Errorf("%d device rows, want %d", got, want)
+		}
+		return nil
+	})
 	sendAll := func(per int, tag string) time.Duration {
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -149,9 +157,10 @@ func benchCleanup(b *testing.B, rate float64) {
 	}
 	b.Cleanup(st.Close)
 	reg := prometheus.NewRegistry()
-	// A margin of 200 ms (below what the configuration allows: no device
-	// logs in for the first time here) lets the cleanup purge each user's
-	// newly confirmed entries every round, at the rate's limit.
+	// A margin of 200 ms (below what the configuration allows: every
+	// device's row is written by now, and none logs in for the first time
+	// from here on) lets the cleanup purge each user's newly confirmed
+	// entries every round, at the rate's limit.
 	const margin = 200 * time.Millisecond
 	cl, err := archive.NewCleaner(archive.CleanupOptions{Layout: cfg.Layout, Every: 100 * time.Millisecond, Rate: rate,
 		Margin: margin, NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax},

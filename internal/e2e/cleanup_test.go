@@ -53,20 +53,29 @@ func checkFor(t testing.TB, total time.Duration, fn func() error) {
 
 // streamMsgIDs returns the msg_ids of uid's entries in its INBOX stream,
 // in stream order, read with the admin connection.
-func streamMsgIDs(t testing.TB, n *node.Node, uid int64) []int64 {
+func streamMsgIDs(t testing.TB, n *node.Node, uid int64) ([]int64, error) {
 	t.Helper()
+	// The cleanup may purge entries while they are read: then read again.
+	entries, err := testenv.ReadInboxEntries(testnode.Admin(t, n), testnode.Layout(), uid, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
 	var out []int64
-	for _, e := range testenv.InboxEntries(t, testnode.Admin(t, n), testnode.Layout(), uid) {
+	for _, e := range entries {
 		out = append(out, e.MsgID)
 	}
-	return out
+	return out, nil
 }
 
 // streamHolds waits until uid's stream entries are exactly want.
 func streamHolds(t testing.TB, n *node.Node, uid int64, want []int64, what string) {
 	t.Helper()
 	checkFor(t, 15*time.Second, func() error {
-		if got := streamMsgIDs(t, n, uid); !slices.Equal(got, want) {
+		got, err := streamMsgIDs(t, n, uid)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(got, want) {
 			return fmt.Errorf("%s: uid %d's stream holds %d entries %v, want %d %v", what, uid, len(got), got, len(want), want)
 		}
 		return nil

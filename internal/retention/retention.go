@@ -29,9 +29,10 @@ type Options struct {
 	// Width of a range: 0 cuts calendar months (UTC); tests use seconds.
 	Width time.Duration
 	// Ahead: ranges exist at least this far past now (default: two
-	// widths and at least 10 s; for months the current month and the next
+	// widths and at least 30 s, for months the current month and the next
 	// two), so that a syncer that is down for less than that stops no
-	// send.
+	// send. The 30 s floor is for short test widths: a job delayed by a
+	// loaded machine for 10 s made sends fail for want of a range.
 	Ahead time.Duration
 	// Every is the period of the job (default: a quarter of a width, at
 	// least 100 ms and at most 10 minutes).
@@ -67,7 +68,7 @@ func (o *Options) until(now time.Time) time.Time {
 	case o.Width <= 0:
 		return now.AddDate(0, 2, 0)
 	default:
-		return now.Add(max(2*o.Width, 10*time.Second))
+		return now.Add(max(2*o.Width, 30*time.Second))
 	}
 }
 
