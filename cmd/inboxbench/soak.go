@@ -143,7 +143,7 @@ type soakPlan struct {
 	serverFlags                               []string
 }
 
-// plan resolves the soak's settings. A lifecycle setting left unset gets
+// soakPlan resolves the soak's settings. A lifecycle setting left unset gets
 // the soak's short default only where the scenario needs one to mean
 // anything (a partition width that lets retention drop ranges within the
 // run, cleanup every few seconds); set to 0 it is not passed at all and
@@ -201,9 +201,9 @@ func (o *opts) soakPlan() soakPlan {
 // open-loop schedule at --rate, round robin over the conversations, each
 // from its conversation's sender. A fifth of the receivers stay online;
 // the others form four cohorts: every --offline/2 one cohort leaves and the
-// one that left --offline ago comes back, and its catch-up is timed (the
-// wave's backlog entries / the time until its last device has all of
-// them). Every --sample-every (and at the start and the end) the driver
+// one that left --offline ago comes back, and its catch-up is timed (per
+// device: its backlog entries / the time from its return to the last of
+// them; a wave's figure is its median device). Every --sample-every (and at the start and the end) the driver
 // samples the disk and the streams. At the end the sends stop, every
 // device comes back, and each member's device must have every message
 // stored in its conversations: one it lacks is lost, unless retention
@@ -394,7 +394,8 @@ func slopePerMin(ss []soakSample, v func(soakSample) int64) float64 {
 // four receivers (receivers 4g..4g+3 and, shifted by two, the next ones:
 // every group mixes cohorts).
 func soakLayout(ctx context.Context, sys *system, p soakPlan) (soakArgs, error) {
-	a := soakArgs{target: sys.target("desktop"), Rate: p.rate, WaveEveryMs: (p.offline / 2).Milliseconds(), OfflineMs: p.offline.Milliseconds()}
+	a := soakArgs{target: sys.target("desktop"), Rate: p.rate, WaveEveryMs: (p.offline / 2).Milliseconds(), OfflineMs: p.offline.Milliseconds(),
+		RetentionMs: p.retention.Milliseconds()}
 	sender := func(i int) int64 { return int64(5_000_001 + i%p.senders) }
 	recv := func(i int) int64 { return int64(5_100_001 + i%p.users) }
 	for i := 0; i < p.users; i++ {
@@ -650,6 +651,7 @@ type soakArgs struct {
 	Rate        float64    `json:"rate"`
 	WaveEveryMs int64      `json:"wave_every_ms"`
 	OfflineMs   int64      `json:"offline_ms"`
+	RetentionMs int64      `json:"retention_ms"` // the server's --retention (0: forever)
 }
 
 // soakWave is one cohort's return.
@@ -706,6 +708,10 @@ type soakUser struct {
 	wave    *soakWave
 	got     int   // backlog entries handed over
 	lastNs  int64 // when the last of them was
+	// Its sessions: the closed ones and when the current one began (0:
+	// away).
+	sessions [][2]int64
+	onSince  int64
 }
 
 type soakRun struct {
@@ -800,7 +806,7 @@ func (s *soakRun) connect(w *worker, u *soakUser) error {
 		return fmt.Errorf("soak: device of uid %d: %w", u.uid, err)
 	}
 	s.mu.Lock()
-	u.c = c
+	u.c, u.onSince = c, time.Now().UnixNano()
 	s.mu.Unlock()
 	return nil
 }
@@ -1000,6 +1006,8 @@ func (s *soakRun) leave(uids []int64) {
 		}
 		cs = append(cs, u.c)
 		u.c = nil
+		u.sessions = append(u.sessions, [2]int64{u.onSince, time.Now().UnixNano()})
+		u.onSince = 0
 		if u.backlog != nil {
 			s.deviceDoneLocked(u, true)
 		}
@@ -1010,7 +1018,7 @@ func (s *soakRun) leave(uids []int64) {
 
 // comeBack brings a cohort's devices back: each one's backlog is what was
 // stored in its conversations before this instant that it has not got.
-func (s *soakRun) comeBack(w *worker, uids []int64) *soakWave {
+func (s *soakRun) comeBack(w *worker, uids []int64) {
 	wave := &soakWave{BackNs: time.Now().UnixNano(), Load1: load1()}
 	var back []*soakUser
 	s.mu.Lock()
@@ -1048,7 +1056,6 @@ func (s *soakRun) comeBack(w *worker, uids []int64) *soakWave {
 			}
 		}()
 	}
-	return wave
 }
 
 func (s *soakRun) resetInterval() {
@@ -1115,7 +1122,11 @@ func (w *worker) soakStop(none) (soakFinal, error) {
 }
 
 // missing counts the (device, message) pairs not handed over: lost, and
-// apart those retention expired (not lost: by design).
+// apart those retention expired (not lost: by design). A message counts
+// as expired only if it is at or below the conversation's retention
+// horizon the device's client learned and the device was away for all of
+// its retention but the last quarter: a device that was online while the
+// body still existed should have it, expired since or not.
 func (s *soakRun) missing() (lost, expired int64) {
 	// The horizons are read from the clients outside s.mu: a client may
 	// hold its own lock while it asks Delivered or LastConvSeq, which take
@@ -1138,7 +1149,7 @@ func (s *soakRun) missing() (lost, expired int64) {
 				if _, ok := u.recv[m.id]; ok {
 					continue
 				}
-				if m.convSeq <= horizons[uid][conv] {
+				if m.convSeq <= horizons[uid][conv] && s.awayWhileKept(u, m) {
 					expired++
 				} else {
 					lost++
@@ -1147,6 +1158,26 @@ func (s *soakRun) missing() (lost, expired int64) {
 		}
 	}
 	return lost, expired
+}
+
+// awayWhileKept says whether u was away from m's store until the last
+// quarter of its retention (the quarter: a session that began just
+// before the body went may not have read it in time).
+func (s *soakRun) awayWhileKept(u *soakUser, m soakMsg) bool {
+	if s.a.RetentionMs <= 0 {
+		return false
+	}
+	until := m.storedNs + s.a.RetentionMs*int64(time.Millisecond)*3/4
+	sessions := u.sessions
+	if u.onSince > 0 {
+		sessions = append(sessions[:len(sessions):len(sessions)], [2]int64{u.onSince, math.MaxInt64})
+	}
+	for _, ss := range sessions {
+		if ss[0] < until && ss[1] > m.storedNs {
+			return false
+		}
+	}
+	return true
 }
 
 // expiredUpTo is, per conversation, the conv_seq up to which the server's

@@ -116,7 +116,8 @@ func TestQuickSoak(t *testing.T) {
 // retention (4 s) come back to messages retention removed. The soak counts
 // those as expired, not lost: each device gets every other message, its
 // wave finishes (nothing waits for an expired message), and a message
-// missing for any other reason would still count as lost.
+// missing for any other reason (one its device was online for while the
+// body existed) would still count as lost.
 func TestQuickSoakPastRetention(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a whole system")

@@ -50,6 +50,8 @@ set xlabel "minutes since the sends started"
 set ylabel "MiB"
 set key top left
 set yrange [0:*]
+set xrange [0:*]
+set autoscale xfixmax
 has_off = system("test -f ".soakoff."/soak.tsv && echo 1 || echo 0") + 0
 if (has_off) {
   plot dir."/soak.tsv" using 1:2 with linespoints lw 2 pt 7 title "JetStream store (du)", \
@@ -71,10 +73,17 @@ set y2tics
 set ytics nomirror
 set yrange [0:*]
 set y2range [0:*]
-set key bottom right
-plot dir."/soak.tsv" using 1:($7 > 0 ? $7 : 1/0) with linespoints lw 2 pt 7 title "send rate", \
-     dir."/soak-waves.tsv" using 1:2 axes x1y2 with points pt 9 ps 1.5 title "catch-up: a returning wave's median device (y2)"
+set key below
+if (has_off) {
+  plot dir."/soak.tsv" using 1:($7 > 0 ? $7 : 1/0) with linespoints lw 2 pt 7 title "send rate", \
+       dir."/soak-waves.tsv" using 1:2 axes x1y2 with points pt 9 ps 1.5 title "catch-up: a returning wave's median device (y2)", \
+       soakoff."/soak-waves.tsv" using 1:2 axes x1y2 with points pt 8 ps 1.5 lc 2 title "the same, lifecycle off (y2)"
+} else {
+  plot dir."/soak.tsv" using 1:($7 > 0 ? $7 : 1/0) with linespoints lw 2 pt 7 title "send rate", \
+       dir."/soak-waves.tsv" using 1:2 axes x1y2 with points pt 9 ps 1.5 title "catch-up: a returning wave's median device (y2)"
+}
 unset multiplot
+set autoscale x
 unset y2tics
 unset y2label
 set ytics mirror
