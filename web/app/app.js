@@ -1,0 +1,1 @@
+// inboxd web client
