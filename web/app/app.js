@@ -26,11 +26,16 @@ const state = {
   outgoing: new Map(),
   open: 0,
   lanes: { live: 0, backfill: 0, pull: 0, newest: 0 },
+  // The debug panel's hold per message (ms): a slow device, whose backfill
+  // takes long enough to watch live messages overtake it.
+  delay: 0,
 };
 
 // ---- login -------------------------------------------------------------
 
 const LOGIN_KEY = "inboxd.login";
+const OPEN_KEY = "inboxd.open";
+const DELAY_KEY = "inboxd.delay";
 
 async function init() {
   try {
@@ -53,6 +58,14 @@ async function init() {
   $("older").addEventListener("click", () => loadOlder(state.open));
   $("history").addEventListener("scroll", onScroll);
   document.addEventListener("visibilitychange", () => markRead(state.open));
+  const q = new URLSearchParams(location.search).get("delay");
+  if (q !== null) sessionStorage.setItem(DELAY_KEY, q);
+  state.delay = Math.max(0, Number(sessionStorage.getItem(DELAY_KEY)) || 0);
+  $("debug-delay").value = String(state.delay);
+  $("debug-delay").addEventListener("change", (ev) => {
+    state.delay = Math.max(0, Number(ev.target.value) || 0);
+    sessionStorage.setItem(DELAY_KEY, String(state.delay));
+  });
   const saved = sessionStorage.getItem(LOGIN_KEY);
   if (saved) {
     try {
@@ -169,12 +182,15 @@ async function start(login) {
   $("logout").hidden = false;
   for (const id of knownConvs()) view(id);
   scheduleRender();
-  const first = [...client.conversations().keys()][0] ?? knownConvs()[0];
-  if (first) await openConv(first);
+  // A reload reopens the conversation that was open; a fresh login opens
+  // none, so that the unread counts stay until the user looks.
+  const open = Number(sessionStorage.getItem(OPEN_KEY));
+  if (open > 0) await openConv(open);
 }
 
 async function logout() {
   sessionStorage.removeItem(LOGIN_KEY);
+  sessionStorage.removeItem(OPEN_KEY);
   const c = state.client;
   state.client = null;
   state.views.clear();
@@ -235,7 +251,8 @@ function addMessage(m) {
 
 // onMessage is the SDK's handler: each msgId once, in conv_seq order per
 // conversation. Resolving confirms the message.
-function onMessage(m) {
+async function onMessage(m) {
+  if (state.delay > 0) await new Promise((r) => setTimeout(r, state.delay));
   state.lanes[m.lane] = (state.lanes[m.lane] ?? 0) + 1;
   logLane(m);
   const v = view(m.convId);
@@ -293,6 +310,7 @@ async function onOpenForm(ev) {
 
 async function openConv(convId) {
   state.open = convId;
+  sessionStorage.setItem(OPEN_KEY, String(convId));
   const v = view(convId);
   $("compose-text").disabled = false;
   $("compose-send").disabled = false;
@@ -376,7 +394,9 @@ async function onSend(ev) {
   const o = { convId, text, status: "pending", convSeq: 0, msgId: "" };
   state.outgoing.set(id, o);
   remember(convId);
-  scheduleRender(true);
+  // Each mark is drawn at once, not at the next frame: a fast answer
+  // would otherwise skip "pending" or "stored" on screen.
+  renderNow(true);
   try {
     const r = await state.client.send(convId, id, text);
     o.status = "stored";
@@ -391,7 +411,7 @@ async function onSend(ev) {
     o.status = "failed";
     o.error = e.message;
   }
-  scheduleRender(true);
+  renderNow(true);
   markRead(convId);
 }
 
@@ -405,13 +425,17 @@ function scheduleRender(scrollToEnd = false) {
   if (renderQueued) return;
   renderQueued = true;
   requestAnimationFrame(() => {
-    renderQueued = false;
-    const h = $("history");
-    const atEnd = h.scrollHeight - h.scrollTop - h.clientHeight < 40;
-    render();
-    if (scrollQueued || atEnd) h.scrollTop = h.scrollHeight;
-    scrollQueued = false;
+    if (renderQueued) renderNow(false);
   });
+}
+
+function renderNow(scrollToEnd) {
+  renderQueued = false;
+  const h = $("history");
+  const atEnd = h.scrollHeight - h.scrollTop - h.clientHeight < 40;
+  render();
+  if (scrollQueued || scrollToEnd || atEnd) h.scrollTop = h.scrollHeight;
+  scrollQueued = false;
 }
 
 function render() {
@@ -472,9 +496,32 @@ function renderConvs() {
 
 function markOf(m, c) {
   if (m.senderUid !== state.login.uid) return "";
-  if (c && c.peerRead >= m.convSeq) return "read";
-  if (c && c.peerDelivered >= m.convSeq) return "delivered";
+  const [delivered, read] = peerMarks(m.convId, c);
+  if (read >= m.convSeq) return "read";
+  if (delivered >= m.convSeq) return "delivered";
   return "stored";
+}
+
+// peerMarks are how far the peer's devices stored and the peer read, the
+// higher of the SDK's (receipts of this session) and what this browser
+// saw before: receipts come once, as inbox entries, and a reloaded page
+// would otherwise lose the marks they set. Per user in localStorage.
+function peerMarks(convId, c) {
+  const key = `inboxd.marks.${state.login.uid}`;
+  let all;
+  try {
+    all = JSON.parse(localStorage.getItem(key) ?? "{}");
+  } catch {
+    all = {};
+  }
+  const [d0, r0] = all[convId] ?? [0, 0];
+  const d = Math.max(d0, c?.peerDelivered ?? 0, c?.peerRead ?? 0);
+  const r = Math.max(r0, c?.peerRead ?? 0);
+  if (d !== d0 || r !== r0) {
+    all[convId] = [d, r];
+    localStorage.setItem(key, JSON.stringify(all));
+  }
+  return [d, r];
 }
 
 const MARK_TEXT = { pending: "sending…", stored: "✓ stored", delivered: "✓✓ delivered", read: "✓✓ read", failed: "not sent" };
