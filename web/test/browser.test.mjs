@@ -226,13 +226,18 @@ test("the web client, two devices of one user and a peer", async (t) => {
     await convButton(a1, CONV_A).click();
     await a1.locator("#messages li .text", { hasText: "reply from user 2" }).waitFor();
     const a1png = await shot(a1, "04-tab-a.png", "web-client.png");
+    // tab-b shows the same conversation, read, with the same marks.
+    await convButton(a2, CONV_A).click();
+    await a2.locator("#messages li .text", { hasText: "reply from user 2" }).waitFor({ timeout: WAIT });
+    await a2.locator('#messages li.mine[data-status="read"]', { hasText: "hello from tab a" }).waitFor({ timeout: WAIT });
+    assert.equal(await a2.locator("#messages li .text", { hasText: "hello from tab a" }).count(), 1);
     const a2png = await shot(a2, "05-tab-b-read-synced.png");
     // Both tabs side by side for the README.
-    const side = await browser.newPage({ viewport: { width: 1280, height: 400 } });
+    const side = await browser.newPage({ viewport: { width: 2568, height: 760 } });
     await side.setContent(
-      `<body style="margin:0;display:flex;gap:8px;background:#888">` +
-        `<img style="width:636px" src="data:image/png;base64,${a1png.toString("base64")}">` +
-        `<img style="width:636px" src="data:image/png;base64,${a2png.toString("base64")}"></body>`,
+      `<body style="margin:0;display:flex;gap:8px;background:#57606a">` +
+        `<img src="data:image/png;base64,${a1png.toString("base64")}">` +
+        `<img src="data:image/png;base64,${a2png.toString("base64")}"></body>`,
     );
     await shot(side, "06-two-tabs.png", "web-client-two-tabs.png");
     await side.close();
