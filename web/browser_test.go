@@ -24,7 +24,7 @@ import (
 // message can be seen arriving while it runs.
 const (
 	backlog12 = 30
-	backlog13 = 300
+	backlog13 = 1000
 )
 
 // TestBrowser runs the web client in Debian's headless Chromium against a

@@ -57,6 +57,7 @@ async function init() {
   $("compose").addEventListener("submit", onSend);
   $("older").addEventListener("click", () => loadOlder(state.open));
   $("history").addEventListener("scroll", onScroll);
+  $("conv-list").addEventListener("keydown", onListKey);
   document.addEventListener("visibilitychange", () => markRead(state.open));
   const q = new URLSearchParams(location.search).get("delay");
   if (q !== null) sessionStorage.setItem(DELAY_KEY, q);
@@ -360,25 +361,57 @@ async function loadOlder(convId) {
   }
 }
 
+// The conversation list is one tab stop's worth of arrows: up and down
+// move between conversations, Home and End to the ends.
+function onListKey(ev) {
+  const buttons = [...$("conv-list").querySelectorAll("button.conv")];
+  const i = buttons.indexOf(document.activeElement);
+  if (i < 0) return;
+  const to = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: buttons.length - 1 }[ev.key];
+  if (to === undefined) return;
+  ev.preventDefault();
+  buttons[Math.max(0, Math.min(buttons.length - 1, to))].focus();
+}
+
 function onScroll() {
   if ($("history").scrollTop < 40) void loadOlder(state.open);
 }
 
 // markRead reads the open conversation up to its last message while the
 // tab is visible; the SDK applies the answer, the other tabs learn it by
-// read_sync.
+// read_sync. One read at a time per conversation, the next one for
+// whatever arrived meanwhile: a backlog streaming into an open
+// conversation costs a few reads, not one per message (reads are rate
+// limited per user).
+const reading = new Map(); // convId -> true while a read is in flight; "again" when one more is due
+
 async function markRead(convId) {
   if (!convId || document.visibilityState !== "visible" || !state.client) return;
-  const c = state.client.conversation(convId);
-  const v = view(convId);
-  const top = Math.max(c?.lastSeq ?? 0, ...v.msgs.keys(), 0);
-  if (top === 0 || (c && c.readSeq >= top)) return;
-  try {
-    await state.client.read(convId, top);
-  } catch (e) {
-    console.warn("read", e);
+  if (reading.has(convId)) {
+    reading.set(convId, "again");
+    return;
   }
-  scheduleRender();
+  reading.set(convId, true);
+  try {
+    for (;;) {
+      const c = state.client.conversation(convId);
+      const v = view(convId);
+      const top = Math.max(c?.lastSeq ?? 0, ...v.msgs.keys(), 0);
+      if (top > 0 && !(c && c.readSeq >= top)) {
+        try {
+          await state.client.read(convId, top);
+        } catch (e) {
+          console.warn("read", e);
+          return;
+        }
+        scheduleRender();
+      }
+      if (reading.get(convId) !== "again") return;
+      reading.set(convId, true);
+    }
+  } finally {
+    reading.delete(convId);
+  }
 }
 
 // ---- sending -----------------------------------------------------------
