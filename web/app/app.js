@@ -233,7 +233,8 @@ function remember(convId) {
 function view(convId) {
   let v = state.views.get(convId);
   if (!v) {
-    v = { msgs: new Map(), loaded: false, hasOlder: false, peer: 0 };
+    // readCount: {convSeq, read, members} of the newest message of ours.
+    v = { msgs: new Map(), loaded: false, hasOlder: false, peer: 0, readCount: null };
     state.views.set(convId, v);
   }
   return v;
@@ -243,10 +244,17 @@ function addMessage(m) {
   const v = view(m.convId);
   if (m.senderUid !== state.login.uid) v.peer = m.senderUid;
   v.msgs.set(m.convSeq, m);
-  // A message of our own that came back (another tab sent it, or a live
-  // copy of our send): its outgoing entry is done.
+  if (m.senderUid !== state.login.uid) return;
+  // A message of our own that came back: a copy of one of our sends, which
+  // the inbox may bring before the send's STORED answer (the message
+  // carries no client_msg_id: the oldest send of the same text in the
+  // conversation is it, sends being stored in order). Its outgoing entry
+  // is done, so that the text is shown once.
   for (const [id, o] of state.outgoing) {
-    if (o.msgId && o.msgId === m.msgId) state.outgoing.delete(id);
+    if (o.msgId ? o.msgId === m.msgId : o.convId === m.convId && o.text === m.text && o.status === "pending") {
+      state.outgoing.delete(id);
+      break;
+    }
   }
 }
 
@@ -336,6 +344,24 @@ async function openConv(convId) {
   }
   scheduleRender(true);
   markRead(convId);
+  void refreshReadCount(convId);
+}
+
+// refreshReadCount asks how many members read our newest message: the
+// marks of a group, and of a direct conversation whose receipts this
+// browser never saw (a new device, another browser).
+async function refreshReadCount(convId) {
+  const v = view(convId);
+  const mine = [...v.msgs.values()].filter((m) => m.senderUid === state.login.uid);
+  if (mine.length === 0) return;
+  const seq = Math.max(...mine.map((m) => m.convSeq));
+  try {
+    const r = await state.client.readCount(convId, seq);
+    v.readCount = { convSeq: seq, read: r.read, members: r.members };
+    scheduleRender();
+  } catch (e) {
+    console.warn("read count", e);
+  }
 }
 
 async function loadOlder(convId) {
@@ -446,6 +472,8 @@ async function onSend(ev) {
   }
   renderNow(true);
   markRead(convId);
+  const v = view(convId);
+  if (v.readCount && v.readCount.members > 1) void refreshReadCount(convId);
 }
 
 // ---- rendering ---------------------------------------------------------
@@ -531,6 +559,10 @@ function markOf(m, c) {
   if (m.senderUid !== state.login.uid) return "";
   const [delivered, read] = peerMarks(m.convId, c);
   if (read >= m.convSeq) return "read";
+  // Every recipient read our newest message: they read all before it.
+  const rc = view(m.convId).readCount;
+  // (read_count's members are the recipients: the sender is not counted.)
+  if (rc && m.convSeq <= rc.convSeq && rc.members > 0 && rc.read >= rc.members) return "read";
   if (delivered >= m.convSeq) return "delivered";
   return "stored";
 }
@@ -570,7 +602,15 @@ function renderView() {
   const c = state.client.conversation(id);
   $("view-title").textContent = `Conversation ${id}${v.peer ? ` with user ${v.peer}` : ""}`;
   $("older").hidden = !v.hasOlder;
-  const items = [...v.msgs.values()].sort((a, b) => a.convSeq - b.convSeq).map((m) => msgItem(m, markOf(m, c)));
+  const items = [...v.msgs.values()].sort((a, b) => a.convSeq - b.convSeq).map((m) => {
+    const li = msgItem(m, markOf(m, c));
+    const rc = v.readCount;
+    if (rc && rc.members > 1 && rc.convSeq === m.convSeq) {
+      // A group: how many of the others read it.
+      li.querySelector(".mark").textContent += ` · read by ${rc.read} of ${rc.members}`;
+    }
+    return li;
+  });
   for (const [cid, o] of state.outgoing) {
     if (o.convId !== id) continue;
     items.push(msgItem({ convSeq: 0, msgId: "", senderUid: state.login.uid, text: o.text, createdAtMs: Date.now(), clientMsgId: cid }, o.status, o.error));
