@@ -43,7 +43,7 @@ func newWebApp(g *Gateway) *webApp {
 	if g.opts.Web == nil {
 		return nil
 	}
-	h := &appHandler{files: http.FileServerFS(g.opts.Web), devToken: g.opts.DevToken, wsPath: g.opts.WSPath, log: g.log.Named("web")}
+	h := &appHandler{files: http.StripPrefix(appPath, http.FileServerFS(g.opts.Web)), devToken: g.opts.DevToken, wsPath: g.opts.WSPath, log: g.log.Named("web")}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: g.opts.HelloTimeout,
@@ -154,7 +154,8 @@ func (l *connListener) Addr() net.Addr { return &net.TCPAddr{} }
 // appHandler serves the files, the page's configuration and, with the
 // development secret only, development tokens.
 type appHandler struct {
-	files    http.Handler
+	files http.Handler // the files under appPath
+
 	devToken func(uid int64, device string) (string, time.Time, error)
 	wsPath   string
 	log      *zap.Logger
@@ -203,7 +204,7 @@ func (h *appHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	http.StripPrefix(appPath, h.files).ServeHTTP(w, r)
+	h.files.ServeHTTP(w, r)
 }
 
 // appConfig is /app/config.json: what the page needs to know of this

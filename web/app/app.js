@@ -166,10 +166,14 @@ async function start(login) {
   state.client = client;
   state.login = login;
   sessionStorage.setItem(LOGIN_KEY, JSON.stringify(login));
-  void client.done?.then?.(() => {
-    if (state.client === client && client.err && client.err.reason !== "closed") {
-      setStatus(`stopped: ${client.err.message}`);
-    }
+  // The client stops for good when this device logs in elsewhere (a
+  // duplicated tab copies the login) or is revoked: say so, send nothing.
+  void client.done.then(() => {
+    if (state.client !== client || !client.err || client.err.reason === "closed") return;
+    const why = client.err.reason === "replaced" ? "this device logged in in another tab or window" : "this device was revoked";
+    setStatus(`stopped: ${why}; log out and in again`);
+    $("compose-text").disabled = true;
+    $("compose-send").disabled = true;
   });
   const w = client.welcome();
   if (w) {
