@@ -9,7 +9,7 @@ export GOFLAGS ?= -buildvcs=false
 DATA ?= ./data
 TEST_TIMEOUT ?= 14m
 
-.PHONY: run test postgres build vet proto bench clean fuzz chaos
+.PHONY: run test postgres build vet proto bench clean fuzz chaos sdk
 
 # No load balancer watches `make run`'s /readyz: Ctrl-C stops it at once
 # (--drain-delay 0s) instead of after the production default.
@@ -18,7 +18,7 @@ run: postgres
 
 FUZZTIME ?= 5s
 
-test: postgres
+test: postgres sdk
 	go vet ./...
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
@@ -39,6 +39,11 @@ fuzz:
 
 postgres:
 	deploy/dev/postgres.sh
+
+# The TypeScript SDK's packages (sdk/js/package-lock.json): internal/e2e's
+# TestSDKJS builds the SDK and runs its tests against a real inboxd with them.
+sdk:
+	cd sdk/js && npm ci --no-audit --no-fund
 
 build:
 	go build -o bin/ ./cmd/...
