@@ -1,1 +1,0 @@
-import { test } from "node:test"; test("placeholder", () => {});
