@@ -4721,6 +4721,7 @@ var Client = class _Client {
         }
         attempt = 0;
         await s.done;
+        if (!stop.aborted && !s.stopped) this.report(new Error(`client: connection lost: ${s.conn.error?.message ?? "closed"}`));
         this.down(s);
         if (s.stopped) {
           this.stopCtl.abort();
