@@ -15,9 +15,11 @@ import (
 
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
+	"github.com/inboxd/inboxd/web"
 )
 
 // devNode starts an all-in-one whose tokens are signed with the
@@ -283,4 +285,38 @@ func TestAppConnCountsBeforeHello(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// A connection to the app that does not finish its request within the
+// hello timeout is closed, as one that never sends its hello.
+func TestAppHelloTimeout(t *testing.T) {
+	n := devNode(t, auth.DevSecret, nil)
+	const hello = 500 * time.Millisecond
+	g := testnode.Gateway(t, n, gateway.Options{HelloTimeout: hello, Web: web.App()})
+	host := strings.TrimSuffix(strings.TrimPrefix(g.WSURL(), "ws://"), "/ws")
+
+	for _, partial := range []string{"GET /app/ HTTP/1.1\r\n", "GET /app/ HTTP/1.1\r\nHost: x\r\n"} {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := io.WriteString(c, partial); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * hello))
+		_, err = io.ReadAll(c)
+		took := time.Since(start)
+		c.Close()
+		if isTimeout(err) {
+			t.Fatalf("%q: still open after %s (hello timeout %s)", partial, took, hello)
+		}
+		if took < hello/2 {
+			t.Fatalf("%q: closed after %s, before the hello timeout %s", partial, took, hello)
+		}
+	}
+	// A whole request is answered.
+	if resp, _ := get(t, "http://"+host+"/app/"); resp.StatusCode != 200 {
+		t.Fatalf("GET /app/: %d", resp.StatusCode)
+	}
 }
