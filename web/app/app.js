@@ -654,6 +654,10 @@ function msgItem(m, mark, error) {
 function renderStats() {
   for (const lane of ["live", "backfill", "pull", "newest"]) $(`lane-${lane}`).textContent = String(state.lanes[lane] ?? 0);
   const s = state.client.stats();
+  // Received, repeats and events included: the lanes above count the
+  // messages shown.
+  $("wire-live").textContent = String(s.liveReceived);
+  $("wire-backfill").textContent = String(s.backfillReceived);
   $("stat-duplicates").textContent = String(s.duplicates);
   $("stat-sessions").textContent = String(s.sessions);
 }

@@ -154,6 +154,9 @@ test("the web client, two devices of one user and a peer", async (t) => {
     await a2.waitForFunction((n) => Number(document.getElementById("lane-backfill").textContent) >= n, BACKLOG_A + BACKLOG_B, { timeout: 60_000 });
     assert.equal(await lane(a2, "backfill"), BACKLOG_A + BACKLOG_B);
     assert.equal(await lane(a2, "live"), 1);
+    // The wire counts take events (receipts, read_sync) too.
+    assert.ok(Number(await a2.locator("#wire-live").textContent()) >= 1);
+    assert.ok(Number(await a2.locator("#wire-backfill").textContent()) >= BACKLOG_A + BACKLOG_B);
     await waitUnread(a2, CONV_A, BACKLOG_A + 1);
     await waitUnread(a2, CONV_B, BACKLOG_B);
   });
