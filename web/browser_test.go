@@ -69,11 +69,19 @@ func TestBrowser(t *testing.T) {
 	seed(ctx, t, n, 2, c12, backlog12)
 	seed(ctx, t, n, 3, c13, backlog13)
 
+	// user 2's page logs in with a pasted token, as against a gateway
+	// without the development secret.
+	token2, err := auth.NewSigner(auth.DevSecret).Issue(2, "laptop", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	cmd := exec.Command(nodeBin, "--test", "--test-reporter=spec", "browser.test.mjs")
 	cmd.Dir = "test"
 	cmd.Env = append(os.Environ(),
 		"INBOXD_APP_URL="+appBase(n)+"/app/",
 		"INBOXD_CHROMIUM="+chromium,
+		"INBOXD_TOKEN_2="+token2,
 		"INBOXD_ARTIFACTS="+artifacts,
 		"INBOXD_CONV_12="+strconv.FormatInt(c12, 10),
 		"INBOXD_CONV_13="+strconv.FormatInt(c13, 10),

@@ -44,13 +44,22 @@ async function init() {
   } catch {
     // An older gateway without config.json: paste a token.
   }
-  $("login-dev").hidden = !state.config.dev_tokens;
-  $("token-field").hidden = state.config.dev_tokens;
-  $("login-token").required = !state.config.dev_tokens;
-  $("uid-field").hidden = !state.config.dev_tokens;
-  $("login-uid").required = state.config.dev_tokens;
-  $("device-field").hidden = !state.config.dev_tokens;
-  $("login-device").required = state.config.dev_tokens;
+  // With development tokens: user id and device, or a token (the
+  // details); without: a token only.
+  const dev = state.config.dev_tokens;
+  $("login-dev").hidden = !dev;
+  $("token-summary").hidden = !dev;
+  $("token-details").open = !dev;
+  const tokenMode = () => {
+    const useToken = $("token-details").open;
+    $("login-token").required = useToken;
+    for (const f of ["uid", "device"]) {
+      $(`${f}-field`).hidden = !dev || useToken;
+      $(`login-${f}`).required = dev && !useToken;
+    }
+  };
+  $("token-details").addEventListener("toggle", tokenMode);
+  tokenMode();
   $("login-form").addEventListener("submit", onLogin);
   $("logout").addEventListener("click", logout);
   $("open-form").addEventListener("submit", onOpenForm);
@@ -86,7 +95,7 @@ function showLogin() {
   $("app").hidden = true;
   $("who").hidden = true;
   $("logout").hidden = true;
-  (state.config.dev_tokens ? $("login-uid") : $("login-token")).focus();
+  ($("token-details").open ? $("login-token") : $("login-uid")).focus();
 }
 
 async function onLogin(ev) {
@@ -94,7 +103,7 @@ async function onLogin(ev) {
   $("login-error").textContent = "";
   try {
     let login;
-    if (state.config.dev_tokens) {
+    if (state.config.dev_tokens && !$("token-details").open) {
       const uid = $("login-uid").value.trim();
       const device = $("login-device").value.trim();
       login = { uid: Number(uid), device, token: await devToken(uid, device) };
@@ -162,9 +171,16 @@ async function start(login) {
       return t;
     };
   }
-  const client = await Client.connect(opts);
-  state.client = client;
+  // The handler may run before connect resolves: it needs the login.
   state.login = login;
+  let client;
+  try {
+    client = await Client.connect(opts);
+  } catch (e) {
+    state.login = null;
+    throw e;
+  }
+  state.client = client;
   sessionStorage.setItem(LOGIN_KEY, JSON.stringify(login));
   // The client stops for good when this device logs in elsewhere (a
   // duplicated tab copies the login) or is revoked: say so, send nothing.

@@ -60,9 +60,15 @@ async function openPage(ctx, name, query = "") {
   return p;
 }
 
-async function login(p, uid, device) {
-  await p.getByLabel("User id").fill(String(uid));
-  await p.getByLabel("Device").fill(device);
+// login logs in with a development token, or with token pasted.
+async function login(p, uid, device, token) {
+  if (token) {
+    await p.getByText("Log in with a token instead").click();
+    await p.getByLabel("Token").fill(token);
+  } else {
+    await p.getByLabel("User id").fill(String(uid));
+    await p.getByLabel("Device").fill(device);
+  }
   await p.getByRole("button", { name: "Log in" }).click();
   await p.locator("#who").filter({ hasText: `user ${uid} · device ${device}` }).waitFor({ timeout: WAIT });
   await p.locator("#status").filter({ hasText: "connected to" }).waitFor({ timeout: WAIT });
@@ -103,10 +109,11 @@ test("the web client, two devices of one user and a peer", async (t) => {
   const a1 = await openPage(ctx1, "tab-a");
   let a2;
 
-  await t.test("pages are served with their CSP and log in with development tokens", async () => {
+  await t.test("pages are served with their CSP and log in with a development or a pasted token", async () => {
     const r = await b.request.get(APP);
     assert.match(r.headers()["content-security-policy"], /script-src 'self';/);
-    await login(b, 2, "laptop");
+    await login(b, 2, "laptop", env("INBOXD_TOKEN_2"));
+    await shot(a1, "00-login.png");
     await login(a1, 1, "tab-a");
   });
 
