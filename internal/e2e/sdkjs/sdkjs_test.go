@@ -1,4 +1,4 @@
-package e2e
+package sdkjs
 
 import (
 	"context"
@@ -42,7 +42,7 @@ import (
 // node_modules comes from `make sdk` (npm ci in sdk/js), which `make test`
 // runs first; without it this test fails and says so.
 func TestSDKJS(t *testing.T) {
-	dir, err := filepath.Abs(filepath.Join("..", "..", "sdk", "js"))
+	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "sdk", "js"))
 	if err != nil {
 		t.Fatal(err)
 	}
