@@ -40,7 +40,7 @@ fuzz:
 postgres:
 	deploy/dev/postgres.sh
 
-# The TypeScript SDK's packages (sdk/js/package-lock.json): internal/e2e's
+# The TypeScript SDK's packages (sdk/js/package-lock.json): internal/e2e/sdkjs's
 # TestSDKJS builds the SDK and runs its tests against a real inboxd with them.
 sdk:
 	cd sdk/js && npm ci --no-audit --no-fund

@@ -2,7 +2,7 @@
 // browser bundle dist/inboxd-sdk.js (one self-contained ES module), the Node
 // entry dist/node.js (`ws` stays an import) and dist/internal.js (the
 // ordering buffer, for the unit tests). `node scripts/build.mjs --bundle
-// PATH` writes only the browser bundle, to PATH.
+// PATH [--minify]` writes only the browser bundle, to PATH.
 import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
 import { dirname, resolve } from "node:path";
@@ -24,9 +24,11 @@ const browser = {
 const i = process.argv.indexOf("--bundle");
 if (i >= 0) {
   const out = process.argv[i + 1];
-  if (!out) throw new Error("usage: node scripts/build.mjs --bundle PATH");
-  await build({ ...browser, outfile: resolve(process.cwd(), out) });
-  console.log(`wrote ${out}`);
+  if (!out || out.startsWith("--")) throw new Error("usage: node scripts/build.mjs --bundle PATH [--minify]");
+  // `npm run bundle -- PATH` runs in sdk/js: PATH is relative to where npm was started.
+  const path = resolve(process.env.INIT_CWD ?? process.cwd(), out);
+  await build({ ...browser, outfile: path, minify: process.argv.includes("--minify") });
+  console.log(`wrote ${path}`);
 } else {
   execFileSync(resolve(root, "node_modules/.bin/tsc"), ["-p", root], { stdio: "inherit" });
   await build({ ...browser, outfile: resolve(root, "dist/inboxd-sdk.js") });

@@ -255,7 +255,9 @@ export class Client {
     const s = this.cur;
     if (this.recv) {
       // Confirm what the handler took before the connection goes.
-      await Promise.race([this.recv.closing(), new Promise((r) => setTimeout(r, 5_000))]);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([this.recv.closing(), new Promise((r) => (timer = setTimeout(r, 5_000)))]);
+      clearTimeout(timer);
     }
     this.stopCtl.abort();
     s?.close();
@@ -775,10 +777,11 @@ export class Client {
   }
 
   private async refresh(s: Session): Promise<number> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const tok = await Promise.race([
       this.opts.refreshToken!(),
-      new Promise<never>((_, rej) => setTimeout(() => rej(new Error("refreshToken: timed out")), this.opts.dialTimeoutMs)),
-    ]);
+      new Promise<never>((_, rej) => (timer = setTimeout(() => rej(new Error("refreshToken: timed out")), this.opts.dialTimeoutMs))),
+    ]).finally(() => clearTimeout(timer));
     const fr = await this.requestOn(s, { signal: AbortSignal.timeout(this.opts.dialTimeoutMs) }, (requestId) =>
       encodeFrame(10, { requestId, token: tok }),
     );

@@ -1,4 +1,4 @@
-// The integration tests' side of the Go harness (internal/e2e/sdkjs_test.go,
+// The integration tests' side of the Go harness (internal/e2e/sdkjs/sdkjs_test.go,
 // TestSDKJS): the gateway's URLs and the control endpoint come in the
 // environment; this file wraps them.
 import WebSocket from "ws";
@@ -7,7 +7,7 @@ import { Client } from "../../dist/node.js";
 const env = (name) => {
   const v = process.env[name];
   if (!v) {
-    throw new Error(`${name} is not set: these tests run against a real inboxd started by the Go harness: go test -count=1 -run TestSDKJS ./internal/e2e/ (or make test)`);
+    throw new Error(`${name} is not set: these tests run against a real inboxd started by the Go harness: go test -count=1 -run TestSDKJS ./internal/e2e/sdkjs/ (or make test)`);
   }
   return v;
 };

@@ -126,3 +126,91 @@ test("SeqRanges and IdSet", () => {
   s.add("c");
   assert.ok(!s.has("a") && s.has("b") && s.has("c"), "FIFO eviction");
 });
+
+// client/order_test.go's TestOrderRandomInterleavings: whatever the arrival
+// (messages repeated on the wire, reordered, split over lanes, a newest
+// page, sessions that end, a tiny dedupe set), once every message arrived
+// and the gap timers ran out each message was handed over exactly once, and
+// within a conversation every message not flagged (newest, late) came in
+// conv_seq order.
+test("random interleavings: each message once, unflagged ones in conv_seq order", async () => {
+  for (let trial = 0; trial < 300; trial++) {
+    let x = trial * 7919 + 7;
+    const rnd = (n) => {
+      // mulberry32
+      x = (x + 0x6d2b79f5) | 0;
+      let r = Math.imul(x ^ (x >>> 15), 1 | x);
+      r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
+      return (((r ^ (r >>> 14)) >>> 0) % n);
+    };
+    const o = new Order({ gapWaitMs: 100, dedupeSize: 1 + rnd(4) });
+    let now = 0;
+    let s = {};
+    const convs = 3;
+    const perConv = 12;
+    let arrivals = [];
+    for (let c = 1; c <= convs; c++) {
+      for (let cs = 1; cs <= perConv; cs++) {
+        for (let k = 0, n = 1 + rnd(3); k < n; k++) arrivals.push({ lane: ["live", "backfill", "backfill", "newest"][rnd(4)], conv: c, cs });
+      }
+    }
+    for (let i = arrivals.length - 1; i > 0; i--) {
+      const j = rnd(i + 1);
+      [arrivals[i], arrivals[j]] = [arrivals[j], arrivals[i]];
+    }
+    const handed = new Map();
+    const last = new Map();
+    const top = new Map();
+    const log = [];
+    let pulls = [];
+    const act = async (st) => {
+      if (st.kind === "pull") {
+        pulls.push(st);
+        return true;
+      }
+      const m = st.p.m;
+      if (st.kind === "deliver" || st.kind === "late" || st.kind === "newest") {
+        handed.set(m.msgId, (handed.get(m.msgId) ?? 0) + 1);
+        log.push(`${m.lane} c${m.convId}#${m.convSeq}`);
+        if (m.lane !== "newest" && !m.late) {
+          assert.ok(m.convSeq > (last.get(m.convId) ?? 0), `trial ${trial}: c${m.convId}#${m.convSeq} after #${last.get(m.convId)} unflagged; ${log}`);
+          last.set(m.convId, m.convSeq);
+        }
+        if (m.late) assert.ok(m.convSeq <= (top.get(m.convId) ?? 0), `trial ${trial}: c${m.convId}#${m.convSeq} late, but nothing after it was handed over`);
+        top.set(m.convId, Math.max(top.get(m.convId) ?? 0, m.convSeq));
+      }
+      return true;
+    };
+    const message = (lane, conv, cs) => ({ seq: 0, msgId: String(conv * 1000 + cs), convId: conv, convSeq: cs, senderUid: 1, kind: 1, text: "", createdAtMs: 0, lane, late: false });
+    const step = async (d) => {
+      now += d;
+      await o.release(now, act, async () => {});
+      for (const p of pulls) {
+        const got = [];
+        for (let cs = p.after + 1; cs < p.before; cs++) got.push(message("pull", p.conv, cs));
+        o.addPulled(p.conv, got, false, 0, now);
+      }
+      pulls = [];
+    };
+    for (let i = 0; i < arrivals.length; i++) {
+      const a = arrivals[i];
+      o.idle = i > arrivals.length / 2;
+      const p = { m: message(a.lane, a.conv, a.cs), b: { s, id: 1n, size: 1, handled: [] }, arrived: now, expired: false };
+      if (a.lane === "newest") o.addNewest(p);
+      else o.add(p);
+      if (rnd(20) === 0) {
+        // The session ends: what it had not handed over comes again on the next one.
+        const again = (p) => p.b && p.b.s === s && arrivals.push({ lane: p.m.lane, conv: p.m.convId, cs: p.m.convSeq });
+        o.newest.forEach(again);
+        for (const cb of o.convs.values()) cb.pending.forEach(again);
+        o.dropSession(s);
+        s = {};
+      }
+      await step(rnd(30));
+    }
+    for (let k = 0; k < 5; k++) await step(10_000);
+    for (let c = 1; c <= convs; c++) {
+      for (let cs = 1; cs <= perConv; cs++) assert.equal(handed.get(String(c * 1000 + cs)), 1, `trial ${trial}: c${c}#${cs} handed over; ${log}`);
+    }
+  }
+});

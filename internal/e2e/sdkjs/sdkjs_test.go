@@ -1,4 +1,4 @@
-package e2e
+package sdkjs
 
 import (
 	"context"
@@ -34,7 +34,7 @@ import (
 //   - INBOXD_WS_CUT_URL: the gateway through a TCP proxy whose connections
 //     the tests cut (POST /cut): the server side of the socket vanishes
 //     without a WebSocket close, as when a gateway dies;
-//   - INBOXD_CTL_URL: POST /token, /conv, /cut and /go/{dial,send,sendmany,read,conv,close}:
+//   - INBOXD_CTL_URL: POST /token, /conv, /revoke, /cut and /go/{dial,send,sendmany,read,conv,close}:
 //     tokens, conversations (admin API) and Go clients (the client package)
 //     for the tests' Go side, e.g. the read sync between two SDK instances
 //     of one user and a Go client.
@@ -42,7 +42,7 @@ import (
 // node_modules comes from `make sdk` (npm ci in sdk/js), which `make test`
 // runs first; without it this test fails and says so.
 func TestSDKJS(t *testing.T) {
-	dir, err := filepath.Abs(filepath.Join("..", "..", "sdk", "js"))
+	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "sdk", "js"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,6 @@ func TestSDKJS(t *testing.T) {
 	}
 	run("generated code matches the .proto", nil, "scripts/check-gen.mjs")
 	run("build", nil, "scripts/build.mjs")
-	run("unit tests", nil, "--test", "--test-reporter=spec", "test/unit/")
 
 	n := testnode.AllInOne(t)
 	cut := startCutProxy(t, n.Gateway.WSURL())
@@ -80,10 +79,11 @@ func TestSDKJS(t *testing.T) {
 	go func() { _ = ctl.Serve(ln) }()
 	t.Cleanup(func() { _ = ctl.Close(); h.closeAll() })
 
-	args := []string{"--test", "--test-reporter=spec", "--test-concurrency=1", "--test-timeout=240000"}
+	args := []string{"--test", "--test-reporter=spec", "--test-concurrency=1", "--test-timeout=90000"}
 	if pat := os.Getenv("INBOXD_SDKJS_RUN"); pat != "" {
 		args = append(args, "--test-name-pattern="+pat) // a development aid: only the tests matching pat
 	}
+	run("unit tests", nil, append(args, "test/unit/")...)
 	run("integration tests", []string{
 		"INBOXD_WS_URL=" + n.Gateway.WSURL(),
 		"INBOXD_WS_CUT_URL=ws://" + cut.addr() + wsPath(n.Gateway.WSURL()),
@@ -183,6 +183,14 @@ func (h *sdkHarness) mux() *http.ServeMux {
 		_ = fields(req, "group", &group)
 		r, err := h.adm.CreateConv(ctx, admin.CreateConvRequest{Members: members, Group: group})
 		return map[string]int64{"conv_id": r.ConvID}, err
+	})
+	handle("/revoke", func(ctx context.Context, req map[string]json.RawMessage) (any, error) {
+		var uid int64
+		var device string
+		if err := fields(req, "uid", &uid, "device", &device); err != nil {
+			return nil, err
+		}
+		return h.adm.Revoke(ctx, admin.RevokeRequest{UID: uid, Device: device})
 	})
 	handle("/cut", func(context.Context, map[string]json.RawMessage) (any, error) {
 		return map[string]int{"cut": h.cut.cutAll()}, nil
