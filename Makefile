@@ -54,12 +54,12 @@ web: sdk
 	deploy/dev/chromium.sh
 	cd web/test && npm ci --no-audit --no-fund
 	mkdir -p build/web
-	cd sdk/js && node scripts/build.mjs --bundle ../../build/web/inboxd-sdk.js
+	cd sdk/js && node scripts/build.mjs --bundle $(CURDIR)/build/web/inboxd-sdk.js
 	@cmp -s build/web/inboxd-sdk.js web/app/inboxd-sdk.js || { echo "web/app/inboxd-sdk.js is not a fresh build of sdk/js: run make web-bundle and commit it" >&2; exit 1; }
 
 # Rebuild the committed SDK bundle after a change in sdk/js.
 web-bundle: sdk
-	cd sdk/js && node scripts/build.mjs --bundle ../../web/app/inboxd-sdk.js
+	cd sdk/js && node scripts/build.mjs --bundle $(CURDIR)/web/app/inboxd-sdk.js
 
 # Run the browser test and write its README screenshots to docs/.
 web-screenshots: web postgres

@@ -4642,7 +4642,9 @@ var Client = class _Client {
     this.closedFlag = true;
     const s = this.cur;
     if (this.recv) {
-      await Promise.race([this.recv.closing(), new Promise((r) => setTimeout(r, 5e3))]);
+      let timer;
+      await Promise.race([this.recv.closing(), new Promise((r) => timer = setTimeout(r, 5e3))]);
+      clearTimeout(timer);
     }
     this.stopCtl.abort();
     s?.close();
@@ -5130,10 +5132,11 @@ var Client = class _Client {
     }
   }
   async refresh(s) {
+    let timer;
     const tok = await Promise.race([
       this.opts.refreshToken(),
-      new Promise((_, rej) => setTimeout(() => rej(new Error("refreshToken: timed out")), this.opts.dialTimeoutMs))
-    ]);
+      new Promise((_, rej) => timer = setTimeout(() => rej(new Error("refreshToken: timed out")), this.opts.dialTimeoutMs))
+    ]).finally(() => clearTimeout(timer));
     const fr = await this.requestOn(
       s,
       { signal: AbortSignal.timeout(this.opts.dialTimeoutMs) },
