@@ -9,7 +9,7 @@ export GOFLAGS ?= -buildvcs=false
 DATA ?= ./data
 TEST_TIMEOUT ?= 14m
 
-.PHONY: run test postgres build vet proto bench clean fuzz chaos
+.PHONY: run test postgres build vet proto bench clean fuzz chaos sdk web web-bundle web-screenshots
 
 # No load balancer watches `make run`'s /readyz: Ctrl-C stops it at once
 # (--drain-delay 0s) instead of after the production default.
@@ -18,7 +18,7 @@ run: postgres
 
 FUZZTIME ?= 5s
 
-test: postgres
+test: postgres sdk web
 	go vet ./...
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
@@ -40,6 +40,31 @@ fuzz:
 postgres:
 	deploy/dev/postgres.sh
 
+# The TypeScript SDK's packages (sdk/js/package-lock.json): internal/e2e/sdkjs's
+# TestSDKJS builds the SDK and runs its tests against a real inboxd with them.
+sdk:
+	cd sdk/js && npm ci --no-audit --no-fund
+
+# The web client (web/): installs Debian's chromium and the browser test's
+# packages (web/test, npm ci), and checks that the committed SDK bundle
+# web/app/inboxd-sdk.js is a fresh build of sdk/js. The browser test itself
+# is TestBrowser in ./web/, run by `go test ./...`; it fails, never skips,
+# without what this target installs.
+web: sdk
+	deploy/dev/chromium.sh
+	cd web/test && npm ci --no-audit --no-fund
+	mkdir -p build/web
+	cd sdk/js && node scripts/build.mjs --bundle $(CURDIR)/build/web/inboxd-sdk.js
+	@cmp -s build/web/inboxd-sdk.js web/app/inboxd-sdk.js || { echo "web/app/inboxd-sdk.js is not a fresh build of sdk/js: run make web-bundle and commit it" >&2; exit 1; }
+
+# Rebuild the committed SDK bundle after a change in sdk/js.
+web-bundle: sdk
+	cd sdk/js && node scripts/build.mjs --bundle $(CURDIR)/web/app/inboxd-sdk.js
+
+# Run the browser test and write its README screenshots to docs/.
+web-screenshots: web postgres
+	INBOXD_DOCS_SCREENSHOTS=1 go test -count=1 -run '^TestBrowser$$' ./web/
+
 build:
 	go build -o bin/ ./cmd/...
 
@@ -56,4 +81,4 @@ proto:
 	go generate ./wire/pb
 
 clean:
-	rm -rf bin $(DATA)
+	rm -rf bin $(DATA) build

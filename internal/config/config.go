@@ -121,6 +121,9 @@ type Config struct {
 	ClusterListen string
 	Routes        string
 	Replicas      int
+	// Web client (issue 10, the gateway): serve it at /app/ on the
+	// WebSocket listener.
+	Web bool
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -172,6 +175,8 @@ func Defaults() Config {
 		CleanupRate:   cl.Rate,
 		CleanupBatch:  cl.Batch,
 		CleanupMargin: cl.Margin,
+
+		Web: true,
 	}
 }
 
@@ -274,6 +279,7 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.TokenKeysFile, "token-keys", c.TokenKeysFile, "JSON key set of client token keys, each with a kid, for rotation (docs/protocol.md) (env INBOXD_TOKEN_KEYS)")
 		fs.StringVar(&c.TokenIssuer, "token-issuer", c.TokenIssuer, "when set, a client token's iss must equal it (env INBOXD_TOKEN_ISSUER)")
 		fs.DurationVar(&c.TokenMaxTTL, "token-max-ttl", c.TokenMaxTTL, "longest client token lifetime (exp - iat) accepted; tokens without iat are refused (env INBOXD_TOKEN_MAX_TTL)")
+		fs.BoolVar(&c.Web, "web", c.Web, "serve the web client at /app/ on the --ws listener (env INBOXD_WEB); with the development token secret it also issues development tokens")
 	}
 	if roles&RoleSyncer != 0 {
 		fs.IntVar(&c.Replicas, "replicas", c.Replicas, "replicas of the SEND and INBOX streams: 1, or 3 on a NATS cluster; recorded on the streams, changed with `inboxctl streams set --replicas` (env INBOXD_REPLICAS)")

@@ -43,6 +43,8 @@ func TestEveryOptionHasADefault(t *testing.T) {
 		"ID":       true, // random per process
 		"Backfill": true, // nil: the main connection
 		"TLS":      true, // nil: plain listeners
+		"Web":      true, // nil: no web client at /app
+		"DevToken": true, // nil: no development tokens
 	}
 	d := reflect.ValueOf(DefaultOptions())
 	for i := range d.NumField() {

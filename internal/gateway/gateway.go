@@ -37,6 +37,7 @@ type Gateway struct {
 	bodies   *bodyCache
 	events   *eventWriter
 	limits   *limits
+	web      *webApp // nil without Options.Web
 	// loginWarns rate-limits the log lines of refused logins.
 	loginWarns  *logLimiter
 	revocations *revocationSweep
@@ -73,6 +74,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		loginWarns:   newLogLimiter(5),
 	}
 	g.limits = newLimits(&g.opts, st, g.metrics)
+	g.web = newWebApp(g)
 	g.sends = newSendTracker(g)
 	g.router = newRouter(g)
 	g.revocations = newRevocationSweep(g)
@@ -124,6 +126,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		func() { g.watchReconnects(ctx) },
 		func() { g.limits.run(ctx) },
 		func() { g.revocations.run(ctx, g.opts.RevocationSweep) },
+		func() { g.web.run(ctx) },
 	} {
 		g.wg.Add(1)
 		go func() {

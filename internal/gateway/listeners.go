@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -93,10 +94,17 @@ func (g *Gateway) serveTCP(nc net.Conn) {
 }
 
 // serveWS upgrades nc (gobwas/ws, zero-copy: no http.Request) on the
-// configured path, within the hello timeout.
+// configured path, within the hello timeout; a request for the web client
+// (/app, not an upgrade) goes to its HTTP server instead.
 func (g *Gateway) serveWS(nc net.Conn) {
-	defer g.limits.preauth.done(nc)
 	_ = nc.SetDeadline(time.Now().Add(g.opts.HelloTimeout))
+	br := bufio.NewReaderSize(nc, readBufSize)
+	if g.web != nil && isAppRequest(br) {
+		// The web client (webapp.go); nc counts before hello until closed.
+		g.web.serve(nc, br, func() { g.limits.preauth.done(nc) })
+		return
+	}
+	defer g.limits.preauth.done(nc)
 	u := ws.Upgrader{
 		OnRequest: func(uri []byte) error {
 			path := uri
@@ -112,13 +120,16 @@ func (g *Gateway) serveWS(nc net.Conn) {
 			return nil
 		},
 	}
-	if _, err := u.Upgrade(nc); err != nil {
+	if _, err := u.Upgrade(struct {
+		io.Reader
+		io.Writer
+	}{br, nc}); err != nil {
 		g.metrics.upgradeFailures.Inc()
 		nc.Close()
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
-	tr := &wsTransport{r: bufio.NewReaderSize(nc, readBufSize), max: g.opts.MaxFrame}
+	tr := &wsTransport{r: br, max: g.opts.MaxFrame}
 	c := newConn(g, nc, tr)
 	tr.ctl = func(raw []byte) { c.enqueue(outItem{raw: raw}) }
 	if g.track(c) {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"crypto/tls"
+	"io/fs"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -131,6 +132,15 @@ type Options struct {
 	// recorded since its last read, for announcements it missed (default
 	// 30s; also at once after a NATS reconnect).
 	RevocationSweep time.Duration
+
+	// Web client (issue 10; webapp.go). Web, when set, is the client's
+	// files, served at /app/ on the WebSocket listener (nil: /app is a
+	// 404 like any path but WSPath). DevToken, when set, answers POST
+	// /app/dev/token with a token for any uid and device: set it only
+	// when tokens are signed with the development secret, which anyone
+	// can sign with anyway.
+	Web      fs.FS
+	DevToken func(uid int64, device string) (token string, exp time.Time, err error)
 }
 
 // DefaultOptions returns the default of every option that has one: the one

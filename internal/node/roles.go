@@ -113,6 +113,7 @@ func (n *Node) startGateway(run context.Context, cfg config.Config, keys gateway
 		DeviceSeenEvery: cfg.DeviceSeenEvery, Backfill: n.bulkNC,
 		SendEntryRate: rate.Limit(cfg.SendEntryRate), MaxDevicesPerUser: cfg.MaxDevicesPerUser, RequestRate: rate.Limit(cfg.RequestRate),
 		PreauthConns: cfg.PreauthConns, PreauthConnsPerIP: cfg.PreauthConnsPerIP,
+		Web: webFiles(cfg), DevToken: devTokens(cfg),
 	}, n.log.Named("gateway"), n.NC, n.Store, keys.verifier, reg)
 	if err != nil {
 		return err
