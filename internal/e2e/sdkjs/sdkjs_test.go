@@ -18,6 +18,7 @@ import (
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/admin"
 	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
@@ -34,6 +35,8 @@ import (
 //   - INBOXD_WS_CUT_URL: the gateway through a TCP proxy whose connections
 //     the tests cut (POST /cut): the server side of the socket vanishes
 //     without a WebSocket close, as when a gateway dies;
+//   - INBOXD_WS_NEWEST_URL: a second gateway of the node for which a device
+//     is offline too long from 50 pending entries on (the newest page);
 //   - INBOXD_CTL_URL: POST /token, /conv, /revoke, /cut and /go/{dial,send,sendmany,read,conv,close}:
 //     tokens, conversations (admin API) and Go clients (the client package)
 //     for the tests' Go side, e.g. the read sync between two SDK instances
@@ -70,6 +73,9 @@ func TestSDKJS(t *testing.T) {
 
 	n := testnode.AllInOne(t)
 	cut := startCutProxy(t, n.Gateway.WSURL())
+	// A second gateway on the same node whose devices are offline too long
+	// from 50 pending entries on (the default is 5,000): the newest page.
+	newest := testnode.Gateway(t, n, gateway.Options{OfflineThreshold: 50})
 	h := &sdkHarness{t: t, n: n, cut: cut, adm: &admin.Client{NC: testnode.Admin(t, n)}, goClients: map[int]*goDevice{}}
 	ctl := &http.Server{Handler: h.mux(), ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -87,6 +93,7 @@ func TestSDKJS(t *testing.T) {
 	run("integration tests", []string{
 		"INBOXD_WS_URL=" + n.Gateway.WSURL(),
 		"INBOXD_WS_CUT_URL=ws://" + cut.addr() + wsPath(n.Gateway.WSURL()),
+		"INBOXD_WS_NEWEST_URL=" + newest.WSURL(),
 		"INBOXD_CTL_URL=http://" + ln.Addr().String(),
 	}, append(args, "test/integration/")...)
 }

@@ -1,7 +1,7 @@
 // Builds the SDK: a type check (tsc, declarations in dist/types), the
 // browser bundle dist/inboxd-sdk.js (one self-contained ES module), the Node
-// entry dist/node.js (`ws` stays an import) and dist/internal.js (the
-// ordering buffer, for the unit tests). `node scripts/build.mjs --bundle
+// entry dist/node.js (`ws` stays an import) and dist/internal.js (what
+// the unit tests reach inside: src/internal.ts). `node scripts/build.mjs --bundle
 // PATH [--minify]` writes only the browser bundle, to PATH.
 import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
@@ -33,5 +33,5 @@ if (i >= 0) {
   execFileSync(resolve(root, "node_modules/.bin/tsc"), ["-p", root], { stdio: "inherit" });
   await build({ ...browser, outfile: resolve(root, "dist/inboxd-sdk.js") });
   await build({ ...browser, entryPoints: [resolve(root, "src/node.ts")], platform: "node", external: ["ws"], outfile: resolve(root, "dist/node.js") });
-  await build({ ...browser, entryPoints: [resolve(root, "src/order.ts")], platform: "node", outfile: resolve(root, "dist/internal.js") });
+  await build({ ...browser, entryPoints: [resolve(root, "src/internal.ts")], platform: "node", outfile: resolve(root, "dist/internal.js") });
 }

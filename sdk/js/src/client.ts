@@ -182,7 +182,8 @@ export class Client {
       throw new Error("inboxd: no WebSocket in this environment: pass options.WebSocket (Node 20: import WebSocket from \"ws\"), or import the SDK's Node entry");
     }
     this.WS = ws;
-    this.convs = new Convs(this.opts.onConversation);
+    const onConv = this.opts.onConversation;
+    this.convs = new Convs(onConv ? (c) => this.callApp(() => onConv(c)) : undefined);
     this.done = new Promise((r) => (this.resolveDone = r));
   }
 
@@ -212,7 +213,7 @@ export class Client {
     c.lastWelcome = s.welcome;
     c.convs.applySummary(s.welcome.summary);
     c.recv?.run();
-    void c.run(s);
+    c.run(s).catch((e) => c.report(new Error(`client: stopped by an internal error: ${(e as Error).message}`, { cause: e })));
     return c;
   }
 
@@ -278,6 +279,15 @@ export class Client {
       this.closedFlag = true;
       this.stopErr = err;
       this.report(err);
+    }
+  }
+
+  /** @internal Calls an application's callback: what it throws is reported, never ends the client. */
+  callApp(f: () => void): void {
+    try {
+      f();
+    } catch (e) {
+      this.report(e instanceof Error ? e : new Error(String(e)));
     }
   }
 
@@ -400,7 +410,7 @@ export class Client {
     this.recv?.enqueue({ kind: "start", s });
     s.start();
     this.pump(s);
-    if (this.opts.onWelcome) this.opts.onWelcome(cv.welcome(s.welcome));
+    if (this.opts.onWelcome) this.callApp(() => this.opts.onWelcome!(cv.welcome(s.welcome)));
     if (this.opts.refreshToken && s.welcome.tokenExpiresAtMs > 0n) void this.keepToken(s, num(s.welcome.tokenExpiresAtMs));
     return true;
   }
@@ -408,7 +418,7 @@ export class Client {
   private down(s: Session): void {
     this.recv?.enqueue({ kind: "down", s });
     if (this.cur === s) this.cur = undefined;
-    if (this.opts.onDisconnect) this.opts.onDisconnect(s.conn.error);
+    if (this.opts.onDisconnect) this.callApp(() => this.opts.onDisconnect!(s.conn.error));
   }
 
   private failPending(err: ClientStoppedError): void {

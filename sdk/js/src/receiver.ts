@@ -149,13 +149,8 @@ export class Receiver {
         if (type) {
           const e = { type, convId: num(pm.event.convId), upTo: num(pm.event.upToConvSeq), peerUid: num(pm.event.peerUid), seq: num(pm.seq) };
           this.c.convs.applyEvent(e.type, e.convId, e.upTo);
-          if (this.c.opts.onEvent) {
-            try {
-              this.c.opts.onEvent(e);
-            } catch (err) {
-              this.c.report(err as Error);
-            }
-          }
+          const onEvent = this.c.opts.onEvent;
+          if (onEvent) this.c.callApp(() => onEvent(e));
         }
         bt.handled.push(pm.seq);
         continue;

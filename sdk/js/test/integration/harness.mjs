@@ -14,6 +14,7 @@ const env = (name) => {
 
 export const WS_URL = env("INBOXD_WS_URL");
 export const WS_CUT_URL = env("INBOXD_WS_CUT_URL");
+export const WS_NEWEST_URL = env("INBOXD_WS_NEWEST_URL");
 const CTL = env("INBOXD_CTL_URL");
 
 /** POSTs body to the harness's path and returns its JSON answer. */
