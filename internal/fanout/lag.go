@@ -27,12 +27,30 @@ func (f *Fanout) watchLag(ctx context.Context, every time.Duration) {
 		for _, p := range f.opts.Partitions {
 			f.readLag(ctx, p)
 		}
+		f.readOldest(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// readOldest sets the age of the oldest send not STORED yet: SEND is a
+// work queue, so its first message is the oldest unacknowledged one, of
+// any partition.
+func (f *Fanout) readOldest(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := f.js.Stream(ctx, streams.SendStream)
+	if err != nil {
+		return
+	}
+	age := 0.0
+	if s := st.CachedInfo().State; s.Msgs > 0 {
+		age = max(0, time.Since(s.FirstTime).Seconds())
+	}
+	f.metrics.oldest.Set(age)
 }
 
 func (f *Fanout) readLag(ctx context.Context, p int) {

@@ -16,6 +16,7 @@ type metrics struct {
 	// Delivery lag per SEND partition (lag.go).
 	pending *prometheus.GaugeVec
 	stalled *prometheus.GaugeVec
+	oldest  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -54,5 +55,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_fanout_stalled_seconds",
 			Help: "While the SEND partition has sends pending: seconds since its fanout consumer's last ack (0 when none is pending; every 5 s).",
 		}, []string{"partition"}),
+		oldest: f.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_fanout_oldest_pending_seconds",
+			Help: "Age of the oldest send not STORED yet, of any SEND partition (0 when SEND is empty; every 5 s).",
+		}),
 	}
 }

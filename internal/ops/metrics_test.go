@@ -174,7 +174,8 @@ func TestOperatorMetricsOnANode(t *testing.T) {
 	waitFor(t, n, "pending send and a stalled partition", func(m map[string]float64) bool {
 		p, _ := sum(m, "inboxd_fanout_pending_sends")
 		s, _ := sum(m, "inboxd_fanout_stalled_seconds")
-		return p >= 1 && s > 0
+		o, _ := sum(m, "inboxd_fanout_oldest_pending_seconds")
+		return p >= 1 && s > 0 && o > 0
 	})
 	if err := tx.Rollback(context.Background()); err != nil {
 		t.Fatal(err)
@@ -185,7 +186,8 @@ func TestOperatorMetricsOnANode(t *testing.T) {
 	waitFor(t, n, "no pending sends after the unblock", func(m map[string]float64) bool {
 		p, _ := sum(m, "inboxd_fanout_pending_sends")
 		s, _ := sum(m, "inboxd_fanout_stalled_seconds")
-		return p == 0 && s == 0
+		o, _ := sum(m, "inboxd_fanout_oldest_pending_seconds")
+		return p == 0 && s == 0 && o == 0
 	})
 }
 
