@@ -122,11 +122,16 @@ func TestSystemdUnitsAreHardened(t *testing.T) {
 				t.Errorf("%s: EnvironmentFile %s has no template deploy/env/%s", name, e, base)
 			}
 		}
-		exe := strings.Fields(u["Service.ExecStart"][0])[0]
-		if units[name] != 0 || name == "inboxd-pushbridge.service" {
-			bin := strings.TrimPrefix(exe, "/opt/inboxd/bin/")
-			if _, err := os.Stat(filepath.Join("..", "cmd", bin)); err != nil && name != "inboxd-pushbridge.service" {
-				t.Errorf("%s: ExecStart %s is no binary of cmd/", name, exe)
+		argv := strings.Fields(u["Service.ExecStart"][0])
+		switch {
+		case name == "inboxd-nats@.service":
+			if argv[0] != "/usr/local/bin/nats-server" || argv[len(argv)-1] != "/etc/inboxd/nats/cluster/nats-%i.conf" {
+				t.Errorf("%s: ExecStart %v, want nats-server -c /etc/inboxd/nats/cluster/nats-%%i.conf (deploy/nats/cluster)", name, argv)
+			}
+		case units[name] != 0:
+			bin := strings.TrimPrefix(argv[0], "/opt/inboxd/bin/")
+			if _, err := os.Stat(filepath.Join("..", "cmd", bin)); err != nil || bin == argv[0] {
+				t.Errorf("%s: ExecStart %s is no binary of cmd/ in /opt/inboxd/bin", name, argv[0])
 			}
 		}
 	}
