@@ -118,6 +118,9 @@ func TestNATSClusterConfigsMatchNatsauth(t *testing.T) {
 			t.Errorf("%s: jetstream %v store %q max_file %d max_mem %d, want on with a store dir and both limits",
 				f, opts.JetStream, opts.StoreDir, opts.JetStreamMaxStore, opts.JetStreamMaxMemory)
 		}
+		if opts.MaxConn != 4096 || opts.MaxPayload != 1<<20 || opts.LameDuckDuration != 30*time.Second {
+			t.Errorf("%s: max_connections %d, max_payload %d, lame_duck_duration %s", f, opts.MaxConn, opts.MaxPayload, opts.LameDuckDuration)
+		}
 		if opts.HTTPHost != "127.0.0.1" {
 			t.Errorf("%s: monitoring on %q, want loopback", f, opts.HTTPHost)
 		}
