@@ -119,6 +119,9 @@ func TestOperatorMetricsOnANode(t *testing.T) {
 	if v, ok := sum(m, "inboxd_gateway_login_seconds_count"); !ok || v != 0 {
 		t.Errorf("inboxd_gateway_login_seconds_count = %v (%v) before any login", v, ok)
 	}
+	if v, ok := sum(m, "inboxd_gateway_send_stored_seconds_count"); !ok || v != 0 {
+		t.Errorf("inboxd_gateway_send_stored_seconds_count = %v (%v) before any send", v, ok)
+	}
 	acquires, _ := sum(m, "inboxd_postgres_pool_acquires_total", `pool="main"`)
 	// The fanout reads its consumers' state once it serves them, then
 	// every 5 s: every partition has its series, at 0.
