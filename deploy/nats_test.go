@@ -50,6 +50,11 @@ func natsServer(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "nats-server")
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		if goBin, err = exec.LookPath("go"); err != nil {
+			t.Fatalf("no go tool to build nats-server: %v", err)
+		}
+	}
 	out, err := exec.Command(goBin, "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput()
 	if err != nil {
 		t.Fatalf("build nats-server: %v\n%s", err, out)
