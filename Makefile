@@ -9,7 +9,7 @@ export GOFLAGS ?= -buildvcs=false
 DATA ?= ./data
 TEST_TIMEOUT ?= 14m
 
-.PHONY: run test postgres build vet proto bench clean fuzz chaos sdk web web-bundle web-screenshots
+.PHONY: run test postgres build vet proto bench clean fuzz chaos sdk web web-bundle web-screenshots deploy-check
 
 # No load balancer watches `make run`'s /readyz: Ctrl-C stops it at once
 # (--drain-delay 0s) instead of after the production default.
@@ -64,6 +64,12 @@ web-bundle: sdk
 # Run the browser test and write its README screenshots to docs/.
 web-screenshots: web postgres
 	INBOXD_DOCS_SCREENSHOTS=1 go test -count=1 -run '^TestBrowser$$' ./web/
+
+# The deploy files against the code: nats-server -t and a real 3-node
+# cluster from deploy/nats/cluster, systemd-analyze verify, the env
+# templates, compose.yaml, the Grafana dashboard's metric names.
+deploy-check: postgres
+	go test -count=1 ./deploy/
 
 build:
 	go build -o bin/ ./cmd/...

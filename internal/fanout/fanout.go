@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/ids"
+	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
@@ -113,6 +114,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, reg prom
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(publishWindow),
 		jetstream.WithPublishAsyncTimeout(opts.PublishTimeout),
+		jetstream.WithClientTrace(ops.JetStreamTrace(reg)),
 	)
 	if err != nil {
 		return nil, err
@@ -172,6 +174,11 @@ func (f *Fanout) Run(ctx context.Context) error {
 			pt.run(ctx)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f.watchLag(ctx, lagEvery)
+	}()
 	wg.Wait()
 	return ctx.Err()
 }

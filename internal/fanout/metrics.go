@@ -12,6 +12,11 @@ type metrics struct {
 	markRetries  prometheus.Counter
 	batchSeconds prometheus.Histogram
 	malformed    prometheus.Counter
+
+	// Delivery lag per SEND partition (lag.go).
+	pending *prometheus.GaugeVec
+	stalled *prometheus.GaugeVec
+	oldest  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,6 +46,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		malformed: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_fanout_malformed_total",
 			Help: "SEND messages that could not be decoded (acknowledged and dropped with a log line).",
+		}),
+		pending: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inboxd_fanout_pending_sends",
+			Help: "Sends of the SEND partition not STORED yet: its fanout consumer's pending and unacknowledged messages (every 5 s).",
+		}, []string{"partition"}),
+		stalled: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inboxd_fanout_stalled_seconds",
+			Help: "While the SEND partition has sends pending: seconds since its fanout consumer's last ack (0 when none is pending; every 5 s).",
+		}, []string{"partition"}),
+		oldest: f.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_fanout_oldest_pending_seconds",
+			Help: "Age of the oldest send not STORED yet, of any SEND partition (0 when SEND is empty; every 5 s).",
 		}),
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
@@ -87,6 +88,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		jetstream.WithPublishAsyncTimeout(10*time.Second),
 		jetstream.WithPublishAsyncAckHandler(g.sends.onPubAck),
 		jetstream.WithPublishAsyncErrHandler(g.sends.onPubErr),
+		jetstream.WithClientTrace(ops.JetStreamTrace(reg)),
 	)
 	if err != nil {
 		return nil, err
@@ -95,7 +97,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 	g.events = newEventWriter(js, nc, opts.Layout.InboxPartitions, &convKinds{lookup: st.ConvKinds}, log, g.metrics)
 	g.bnc, g.bjs = nc, js
 	if opts.Backfill != nil {
-		if g.bjs, err = jetstream.New(opts.Backfill); err != nil {
+		if g.bjs, err = jetstream.New(opts.Backfill, jetstream.WithClientTrace(ops.JetStreamTrace(reg))); err != nil {
 			return nil, err
 		}
 		g.bnc = opts.Backfill

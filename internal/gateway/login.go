@@ -27,6 +27,7 @@ func (c *Conn) hello() bool {
 	if !ok {
 		return false
 	}
+	helloAt := time.Now()
 	id, err := c.g.verifier.Verify(h.GetToken())
 	if err != nil {
 		c.g.metrics.authFailures.Inc()
@@ -64,6 +65,7 @@ func (c *Conn) hello() bool {
 	// The welcome is the first frame; live entries that arrived meanwhile
 	// and the backfill follow it (start).
 	ok = c.enqueue(outItem{msg: c.welcome(sess, pending, summary, tooLong)})
+	c.g.metrics.login.Observe(time.Since(helloAt).Seconds())
 	if c.isClosed() {
 		sess.close() // closed while the session opened
 		return false

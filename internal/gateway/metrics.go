@@ -42,6 +42,10 @@ type metrics struct {
 	devicesRefused prometheus.Counter
 	preauthConns   prometheus.Gauge
 	preauthRefused *prometheus.CounterVec
+
+	// Latencies an operator of a cluster watches (docs/operations.md).
+	sendStored prometheus.Histogram
+	login      prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -157,5 +161,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_gateway_preauth_refused_total",
 			Help: "Connections closed at accept because too many had not finished hello, by cap: total (--preauth-conns) or per_ip (--preauth-conns-per-ip).",
 		}, []string{"cap"}),
+		sendStored: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "inboxd_gateway_send_stored_seconds",
+			Help:    "Time from a send's arrival at the gateway to its STORED result (through SEND, the fanout, Postgres and the inboxes).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}),
+		login: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "inboxd_gateway_login_seconds",
+			Help:    "Time from a hello's arrival to its welcome (token check, device consumer, summary).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}),
 	}
 }

@@ -35,6 +35,7 @@ type waiter struct {
 	// original's result may go to another gateway; poll Postgres for it.
 	duplicate bool
 	nextPoll  time.Time
+	since     time.Time // the first submit: inboxd_gateway_send_stored_seconds
 }
 
 // sendTracker publishes sends to the SEND stream and routes their results
@@ -159,7 +160,7 @@ func (t *sendTracker) wait(key sendKey, c *Conn) {
 	defer t.mu.Unlock()
 	w := t.waiting[key]
 	if w == nil {
-		w = &waiter{}
+		w = &waiter{since: time.Now()}
 		t.waiting[key] = w
 	}
 	w.conns = append(w.conns, c)
@@ -177,6 +178,9 @@ func (t *sendTracker) resolve(key sendKey, res *pb.SendResult) {
 		return
 	}
 	t.g.metrics.sendResults.WithLabelValues(res.GetStatus().String()).Inc()
+	if res.GetStatus() == pb.SendStatus_STORED {
+		t.g.metrics.sendStored.Observe(time.Since(w.since).Seconds())
+	}
 	for _, c := range w.conns {
 		c.inflight.Add(-1)
 		c.enqueue(outItem{msg: res})

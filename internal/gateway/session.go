@@ -120,8 +120,17 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 	if err != nil {
 		g.router.unregister(s)
 		c.setSession(nil)
+		// A newer login of the device may have replaced this one while
+		// it opened: its connection's close closed the session (and
+		// closes done) already.
+		s.mu.Lock()
+		closed := s.closed
+		s.closed = true
+		s.mu.Unlock()
 		s.cancel()
-		close(s.done)
+		if !closed {
+			close(s.done)
+		}
 		return nil, 0, err
 	}
 	s.mu.Lock()

@@ -121,6 +121,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 			n.Debug.Handle("/debug/sessions", sessionsPage(n.Gateway))
 		}
 	}
+	n.registerConnMetrics(reg)
 	// Every role is up and its listeners accept (Gateway.Start returns
 	// after them): load balancers may route here now.
 	n.Ops.SetStarted()

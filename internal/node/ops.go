@@ -26,7 +26,7 @@ import (
 // Start has brought every role up.
 func (n *Node) startOps(cfg config.Config) (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), ops.BuildInfo())
 	var err error
 	if n.Ops, err = ops.Listen(cfg.HTTPAddr, reg); err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/inboxd/inboxd/internal/fanout"
 	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/lifecycle"
+	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/retention"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
@@ -25,6 +26,10 @@ import (
 // run ends.
 func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
 	var err error
+	// The syncer's JetStream calls are counted (inboxd_jetstream_api_*).
+	if js, err = jetstream.New(n.NC, jetstream.WithClientTrace(ops.JetStreamTrace(reg))); err != nil {
+		return err
+	}
 	if n.admin, err = admin.Start(n.NC, js, cfg.Layout, n.Store, n.log.Named("admin")); err != nil {
 		return err
 	}
@@ -45,7 +50,7 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 		if n.archNC, err = login.connect("inboxd-archiver", n.log); err != nil {
 			return err
 		}
-		if ajs, err = jetstream.New(n.archNC); err != nil {
+		if ajs, err = jetstream.New(n.archNC, jetstream.WithClientTrace(ops.JetStreamTrace(reg))); err != nil {
 			return err
 		}
 	}
