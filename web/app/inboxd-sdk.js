@@ -4204,13 +4204,8 @@ var Receiver = class {
         if (type) {
           const e = { type, convId: num(pm.event.convId), upTo: num(pm.event.upToConvSeq), peerUid: num(pm.event.peerUid), seq: num(pm.seq) };
           this.c.convs.applyEvent(e.type, e.convId, e.upTo);
-          if (this.c.opts.onEvent) {
-            try {
-              this.c.opts.onEvent(e);
-            } catch (err) {
-              this.c.report(err);
-            }
-          }
+          const onEvent = this.c.opts.onEvent;
+          if (onEvent) this.c.callApp(() => onEvent(e));
         }
         bt.handled.push(pm.seq);
         continue;
@@ -4577,7 +4572,8 @@ var Client = class _Client {
       throw new Error(`inboxd: no WebSocket in this environment: pass options.WebSocket (Node 20: import WebSocket from "ws"), or import the SDK's Node entry`);
     }
     this.WS = ws;
-    this.convs = new Convs(this.opts.onConversation);
+    const onConv = this.opts.onConversation;
+    this.convs = new Convs(onConv ? (c) => this.callApp(() => onConv(c)) : void 0);
     this.done = new Promise((r) => this.resolveDone = r);
   }
   /**
@@ -4606,7 +4602,7 @@ var Client = class _Client {
     c.lastWelcome = s.welcome;
     c.convs.applySummary(s.welcome.summary);
     c.recv?.run();
-    void c.run(s);
+    c.run(s).catch((e) => c.report(new Error(`client: stopped by an internal error: ${e.message}`, { cause: e })));
     return c;
   }
   /** The welcome of the current (or last) session. */
@@ -4663,6 +4659,14 @@ var Client = class _Client {
       this.closedFlag = true;
       this.stopErr = err;
       this.report(err);
+    }
+  }
+  /** @internal Calls an application's callback: what it throws is reported, never ends the client. */
+  callApp(f) {
+    try {
+      f();
+    } catch (e) {
+      this.report(e instanceof Error ? e : new Error(String(e)));
     }
   }
   /** @internal */
@@ -4780,14 +4784,14 @@ var Client = class _Client {
     this.recv?.enqueue({ kind: "start", s });
     s.start();
     this.pump(s);
-    if (this.opts.onWelcome) this.opts.onWelcome(welcome(s.welcome));
+    if (this.opts.onWelcome) this.callApp(() => this.opts.onWelcome(welcome(s.welcome)));
     if (this.opts.refreshToken && s.welcome.tokenExpiresAtMs > 0n) void this.keepToken(s, num(s.welcome.tokenExpiresAtMs));
     return true;
   }
   down(s) {
     this.recv?.enqueue({ kind: "down", s });
     if (this.cur === s) this.cur = void 0;
-    if (this.opts.onDisconnect) this.opts.onDisconnect(s.conn.error);
+    if (this.opts.onDisconnect) this.callApp(() => this.opts.onDisconnect(s.conn.error));
   }
   failPending(err) {
     for (const [id, p] of this.pending) {
