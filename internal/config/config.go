@@ -155,6 +155,7 @@ func Defaults() Config {
 		DeviceSeenEvery:  gw.DeviceSeenEvery,
 		SendRate:         float64(gw.SendRate),
 
+		NodeID:    fo.NodeID,
 		BatchSize: fo.BatchSize,
 
 		SendEntryRate:     float64(gw.SendEntryRate),
@@ -297,7 +298,7 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.DurationVar(&c.CleanupMargin, "cleanup-margin", c.CleanupMargin, "early cleanup keeps the new-device window as it was this long ago (a new device's first cursor write, clock skew)")
 	}
 	if roles&RoleFanout != 0 {
-		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
+		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023; -1: leased automatically, distinct per running fanout (a fixed one is leased too: a second fanout with it refuses to start) (env INBOXD_NODE_ID)")
 		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
 	}
 }

@@ -65,6 +65,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Layout:          streams.DefaultLayout,
+		NodeID:          AutoNodeID,
 		BatchSize:       256,
 		FetchWait:       2 * time.Second,
 		PublishTimeout:  10 * time.Second,

@@ -124,7 +124,7 @@ func Acquire(ctx context.Context, kv jetstream.KeyValue, key, holder string, t T
 	}
 	start := time.Now()
 	rev, err := kv.Create(ctx, key, value)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if errors.Is(err, jetstream.ErrKeyExists) || revisionConflict(err) {
 		return nil, fmt.Errorf("%w: %s", ErrHeld, key)
 	}
 	if err != nil {
@@ -198,7 +198,7 @@ func (l *Lease) Keep(ctx context.Context) error {
 			l.mu.Lock()
 			l.rev, l.until = rev, start.Add(l.t.TTL-l.t.Margin)
 			l.mu.Unlock()
-		case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists):
+		case revisionConflict(err) || errors.Is(err, jetstream.ErrKeyExists):
 			return fmt.Errorf("%w: %s: %v", ErrLost, l.key, err)
 		case ctx.Err() != nil:
 			// Ending: handled at the top.
@@ -273,4 +273,14 @@ func Hold(ctx context.Context, kv jetstream.KeyValue, key, holder string, t Timi
 		case <-time.After(t.Renew):
 		}
 	}
+}
+
+// revisionConflict reports a compare-and-set that found another revision
+// (Create of a deleted key whose delete marker it read from a replica that
+// was behind: someone took the key meanwhile).
+func revisionConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }

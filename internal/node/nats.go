@@ -130,9 +130,16 @@ func (n *Node) connectNATS(ctx context.Context, login natsLogin, roles config.Ro
 	if roles&config.RoleSyncer == 0 {
 		return js, waitStreams(ctx, js, layout, n.log)
 	}
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	// Replicated streams wait for their cluster's servers (retryCluster)
+	// as long as the start may take; one server answers at once.
+	sctx, cancel := ctx, context.CancelFunc(func() {})
+	if replicas <= 1 {
+		sctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	}
 	defer cancel()
-	if err := streams.EnsureStreams(sctx, js, layout, hotWindow, replicas); err != nil {
+	if err := retryCluster(sctx, n.log, "create the streams", replicas, func(ctx context.Context) error {
+		return streams.EnsureStreams(ctx, js, layout, hotWindow, replicas)
+	}); err != nil {
 		return nil, err
 	}
 	return js, nil
