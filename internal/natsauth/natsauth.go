@@ -247,6 +247,26 @@ func Password(r Role) string {
 	return DevPassword(r)
 }
 
+// ClusterUser is the user the embedded servers of a cluster log in to each
+// other's route port as (--cluster-listen, --routes).
+const ClusterUser = "inboxd-route"
+
+// ClusterPasswordEnv holds the route password of a cluster.
+const ClusterPasswordEnv = "INBOXD_CLUSTER_PASSWORD"
+
+// ClusterPassword returns the routes' password: INBOXD_CLUSTER_PASSWORD
+// from the environment, else the development default (accepted with a
+// cluster port on loopback only: node.checkExposure).
+func ClusterPassword() string {
+	if v := os.Getenv(ClusterPasswordEnv); v != "" {
+		return v
+	}
+	return DevClusterPassword
+}
+
+// DevClusterPassword is the development password of the routes.
+const DevClusterPassword = "inboxd-cluster-dev"
+
 // DevPassword is the development password of a role.
 func DevPassword(r Role) string { return "inboxd-" + string(r) + "-dev" }
 

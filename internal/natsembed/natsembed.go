@@ -32,6 +32,10 @@ type Options struct {
 	ClusterName   string
 	ClusterListen string // host:port
 	Routes        []string
+	// ClusterUser and ClusterPassword, when set, are required of every
+	// route that connects, and sent on the routes to Routes (unless a
+	// route URL carries its own user info).
+	ClusterUser, ClusterPassword string
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -72,11 +76,15 @@ func Start(o Options) (*server.Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("natsembed: cluster listen %q: port: %w", o.ClusterListen, err)
 		}
-		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: host, Port: p}
+		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: host, Port: p,
+			Username: o.ClusterUser, Password: o.ClusterPassword}
 		for _, r := range o.Routes {
 			u, err := url.Parse(r)
 			if err != nil || u.Host == "" {
 				return nil, fmt.Errorf("natsembed: route %q is not a nats://host:port URL", r)
+			}
+			if u.User == nil && o.ClusterUser != "" {
+				u.User = url.UserPassword(o.ClusterUser, o.ClusterPassword)
 			}
 			opts.Routes = append(opts.Routes, u)
 		}

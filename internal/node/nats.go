@@ -103,6 +103,7 @@ func (n *Node) startNATS(cfg config.Config, roles config.Role) (natsLogin, error
 	}
 	if n.NATS, err = natsembed.Start(natsembed.Options{Host: host, Port: port, StoreDir: storeDir,
 		Name: cfg.NodeName, ClusterListen: cfg.ClusterListen, Routes: routes,
+		ClusterUser: natsauth.ClusterUser, ClusterPassword: natsauth.ClusterPassword(),
 		Users: natsauth.Users(pw, cfg.Layout.InboxPartitions)}); err != nil {
 		return natsLogin{}, err
 	}
