@@ -155,7 +155,7 @@ func Defaults() Config {
 		DeviceSeenEvery:  gw.DeviceSeenEvery,
 		SendRate:         float64(gw.SendRate),
 
-		NodeID:    fo.NodeID,
+		NodeID:    fanout.AutoNodeID,
 		BatchSize: fo.BatchSize,
 
 		SendEntryRate:     float64(gw.SendEntryRate),

@@ -65,12 +65,19 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Layout:          streams.DefaultLayout,
-		NodeID:          AutoNodeID,
 		BatchSize:       256,
 		FetchWait:       2 * time.Second,
 		PublishTimeout:  10 * time.Second,
 		MemberCacheSize: 10000,
+		Holder:          defaultHolder(),
+		LeaseTiming:     lease.DefaultTiming,
 	}
+}
+
+// defaultHolder names a fanout in its lease: host:pid.
+func defaultHolder() string {
+	host, _ := os.Hostname()
+	return host + ":" + strconv.Itoa(os.Getpid())
 }
 
 // setDefaults gives every zero (or negative) option its default.
@@ -92,11 +99,10 @@ func (o *Options) setDefaults() {
 		o.MemberCacheSize = d.MemberCacheSize
 	}
 	if o.LeaseTiming == (lease.Timing{}) {
-		o.LeaseTiming = lease.DefaultTiming
+		o.LeaseTiming = d.LeaseTiming
 	}
 	if o.Holder == "" {
-		host, _ := os.Hostname()
-		o.Holder = host + ":" + strconv.Itoa(os.Getpid())
+		o.Holder = d.Holder
 	}
 	if o.Partitions == nil {
 		for p := 0; p < o.Layout.SendPartitions; p++ {
