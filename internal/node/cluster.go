@@ -87,7 +87,12 @@ func waitLeases(ctx context.Context, js jetstream.JetStream, log *zap.Logger) (j
 func retryCluster(ctx context.Context, log *zap.Logger, what string, replicas int, f func(context.Context) error) error {
 	delay, logged, start := 250*time.Millisecond, time.Time{}, time.Now()
 	for {
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		// Short attempts: the meta leader answers nothing to a request
+		// that races another server's create of the same stream (every
+		// syncer of a cluster starting at once), and a request sent
+		// before there is a meta leader is lost; what an attempt did
+		// create stays, the next one goes on from there.
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := f(actx)
 		cancel()
 		if err == nil || !clusterForming(err) || ctx.Err() != nil {
