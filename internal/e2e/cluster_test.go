@@ -25,6 +25,7 @@ import (
 	"github.com/inboxd/inboxd/internal/admin"
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/natsauth"
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
@@ -256,7 +257,8 @@ func (d *clDevice) missing(want map[int64]bool) []int64 {
 // messages reach it there.
 func TestAllInOneCluster(t *testing.T) {
 	bin := buildInboxd(t)
-	c := startAIOCluster(t, bin, testenv.Database(t))
+	db := testenv.Database(t)
+	c := startAIOCluster(t, bin, db)
 	ctx := ctxT(t, 3*time.Minute)
 
 	// R3 streams and the leases bucket, as `nats stream report` shows them.
@@ -426,6 +428,36 @@ func TestAllInOneCluster(t *testing.T) {
 	}
 	allReceive(watchers, 60*time.Second)
 	allReceive(senders, 60*time.Second)
+
+	// The archivers (pinned per partition, failed over like the fanouts)
+	// copied every inbox entry once.
+	st, err := store.Open(ctx, db, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var entries uint64
+	for p := range testnode.Layout().InboxPartitions {
+		s, err := js.Stream(ctx, streams.InboxStream(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries += s.CachedInfo().State.Msgs
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var archived uint64
+		if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox_archive`).Scan(&archived); err != nil {
+			t.Fatal(err)
+		}
+		if archived == entries {
+			break
+		}
+		if archived > entries || time.Now().After(deadline) {
+			t.Fatalf("%d entries archived, the INBOX streams hold %d", archived, entries)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 
 	// A second login of a device on another node replaces the first, and
 	// live messages reach it there.
