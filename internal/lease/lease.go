@@ -25,6 +25,7 @@
 package lease
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -224,7 +225,16 @@ func (l *Lease) release() {
 	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.revision()))
+	err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.revision()))
+	if err == nil || !revisionConflict(err) {
+		return
+	}
+	// A renewal that the end of Keep's context interrupted may have
+	// landed all the same: the key then holds our value at a revision we
+	// did not see. (Another holder's value differs: its holder or since.)
+	if e, gerr := l.kv.Get(ctx, l.key); gerr == nil && bytes.Equal(e.Value(), l.value) {
+		_ = l.kv.Delete(ctx, l.key, jetstream.LastRevision(e.Revision()))
+	}
 }
 
 func (l *Lease) end() {
