@@ -104,13 +104,43 @@ func startAIOCluster(t *testing.T, bin, databaseURL string) *aioCluster {
 			}
 		}
 	})
-	for _, n := range c.nodes {
+	// The first node alone cannot place R3 streams: it waits for its
+	// peers, saying so, instead of failing.
+	c.start(c.nodes[0])
+	c.waitLog(c.nodes[0], "waiting for the NATS cluster", 30*time.Second)
+	if resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(c.nodes[0].http) + "/readyz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("a node of a 3-replica cluster is ready alone")
+		}
+	}
+	for _, n := range c.nodes[1:] {
 		c.start(n)
 	}
 	for _, n := range c.nodes {
 		c.waitReady(n, 90*time.Second)
 	}
 	return c
+}
+
+// waitLog waits until n's log holds text.
+func (c *aioCluster) waitLog(n *aioNode, text string, d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if b, _ := os.ReadFile(n.log); bytes.Contains(b, []byte(text)) {
+			return
+		}
+		select {
+		case <-n.exited:
+			c.t.Fatalf("%s exited while waiting for %q in its log", n.name, text)
+		default:
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: no %q in its log after %s", n.name, text, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (c *aioCluster) start(n *aioNode) {
