@@ -105,6 +105,13 @@ func (s *idSource) use(ctx context.Context, node int, l *lease.Lease) error {
 	return nil
 }
 
+// lastNode is the node id used last.
+func (s *idSource) lastNode() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.node
+}
+
 // stop ends issuing ids under l (lost or released).
 func (s *idSource) stop(l *lease.Lease) {
 	s.mu.Lock()
@@ -195,7 +202,7 @@ func (f *Fanout) keepNodeID(ctx context.Context) {
 		f.ids.losses.Inc()
 		f.log.Error("msg_id node id lease lost: no sends are stored until one is taken again", zap.String("lease", l.Key()), zap.Error(err))
 		for {
-			if err := f.takeNodeIDAgain(ctx); err == nil {
+			if err := f.takeNodeIDAgain(ctx, l); err == nil {
 				break
 			} else if ctx.Err() != nil {
 				return
@@ -211,12 +218,16 @@ func (f *Fanout) keepNodeID(ctx context.Context) {
 	}
 }
 
-// takeNodeIDAgain takes a node id after a loss (the configured one, waiting
-// for it as long as it takes, or any free one).
-func (f *Fanout) takeNodeIDAgain(ctx context.Context) error {
-	l, node, _, err := f.acquireNodeID(ctx)
+// takeNodeIDAgain takes a node id after the loss of lost: the same one
+// if nobody took it meanwhile, else the configured one (waiting for it as
+// long as it takes) or any free one.
+func (f *Fanout) takeNodeIDAgain(ctx context.Context, lost *lease.Lease) error {
+	l, err := lease.Resume(ctx, lost)
+	node := f.ids.lastNode()
 	if err != nil {
-		return err
+		if l, node, _, err = f.acquireNodeID(ctx); err != nil {
+			return err
+		}
 	}
 	f.held = l
 	f.log.Info("msg_id node id leased again", zap.Int("node_id", node))

@@ -134,6 +134,28 @@ func Acquire(ctx context.Context, kv jetstream.KeyValue, key, holder string, t T
 	return &Lease{kv: kv, key: key, t: t, value: value, rev: rev, until: start.Add(t.TTL - t.Margin), done: make(chan struct{})}, nil
 }
 
+// Resume takes a lost lease back when nobody else took its key meanwhile:
+// the key still holds the lease's own value (its holder and since), at a
+// revision nobody else wrote, so an update at that revision is as safe as a
+// create. A holder cut off from NATS for longer than its validity gets its
+// key back at once when NATS returns, instead of waiting for the TTL.
+// ErrHeld when the key is another holder's or gone (then Acquire).
+func Resume(ctx context.Context, old *Lease) (*Lease, error) {
+	e, err := old.kv.Get(ctx, old.key)
+	if err != nil || !bytes.Equal(e.Value(), old.value) {
+		return nil, fmt.Errorf("%w: %s", ErrHeld, old.key)
+	}
+	start := time.Now()
+	rev, err := old.kv.Update(ctx, old.key, old.value, e.Revision())
+	if revisionConflict(err) {
+		return nil, fmt.Errorf("%w: %s", ErrHeld, old.key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease: resume %s: %w", old.key, err)
+	}
+	return &Lease{kv: old.kv, key: old.key, t: old.t, value: old.value, rev: rev, until: start.Add(old.t.TTL - old.t.Margin), done: make(chan struct{})}, nil
+}
+
 // Holder reads who holds key ("" when nobody does).
 func Holder(ctx context.Context, kv jetstream.KeyValue, key string) (string, error) {
 	e, err := kv.Get(ctx, key)

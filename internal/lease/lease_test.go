@@ -175,3 +175,32 @@ func TestHoldRunsOnOneHolder(t *testing.T) {
 		t.Fatalf("the work ran on %d holders at once", m)
 	}
 }
+
+// A holder whose lease ran out of validity while its key still holds its
+// value (cut off from NATS for a while) gets it back at once; once another
+// holder has the key, or the key expired, it does not.
+func TestLeaseResume(t *testing.T) {
+	kv := bucket(t)
+	ctx := context.Background()
+	a, err := lease.Acquire(ctx, kv, "node.3", "a", fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(fast.TTL - fast.Margin + 100*time.Millisecond)
+	if a.Valid() {
+		t.Fatal("valid past its validity")
+	}
+	back, err := lease.Resume(ctx, a)
+	if err != nil || !back.Valid() {
+		t.Fatalf("resume while the key holds our value: %v", err)
+	}
+	if err := kv.Delete(ctx, "node.3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lease.Acquire(ctx, kv, "node.3", "b", fast); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lease.Resume(ctx, back); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("resume of a key another holder took: %v, want ErrHeld", err)
+	}
+}
