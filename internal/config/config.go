@@ -121,6 +121,10 @@ type Config struct {
 	ClusterListen string
 	Routes        string
 	Replicas      int
+	// Mutual TLS on the routes (internal/natsembed): this node's
+	// certificate and key, and the CA its peers' certificates are
+	// verified by; all three or none.
+	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -233,6 +237,9 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.NodeName, "name", c.NodeName, "server name of the embedded NATS server, unique in a cluster (env INBOXD_NAME; default inboxd)")
 		fs.StringVar(&c.ClusterListen, "cluster-listen", c.ClusterListen, "host:port the embedded NATS server accepts cluster routes on: forms a NATS cluster with --routes (env INBOXD_CLUSTER_LISTEN; default off)")
 		fs.StringVar(&c.Routes, "routes", c.Routes, "the other nodes' cluster URLs, comma separated: nats://host:port,... (env INBOXD_ROUTES)")
+		fs.StringVar(&c.ClusterTLSCert, "cluster-tls-cert", c.ClusterTLSCert, "PEM certificate of this node on the cluster routes (mutual TLS with --cluster-tls-key and --cluster-tls-ca; env INBOXD_CLUSTER_TLS_CERT)")
+		fs.StringVar(&c.ClusterTLSKey, "cluster-tls-key", c.ClusterTLSKey, "PEM key of --cluster-tls-cert (env INBOXD_CLUSTER_TLS_KEY)")
+		fs.StringVar(&c.ClusterTLSCA, "cluster-tls-ca", c.ClusterTLSCA, "PEM CA certificates the other nodes' route certificates must be signed by (env INBOXD_CLUSTER_TLS_CA)")
 	} else {
 		fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS server URL(s), comma separated (env INBOXD_NATS or NATS_URL)")
 		fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS user (env INBOXD_NATS_USER or NATS_USER; default: the service's role)")

@@ -4,6 +4,7 @@
 package natsembed
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -36,6 +37,9 @@ type Options struct {
 	// route that connects, and sent on the routes to Routes (unless a
 	// route URL carries its own user info).
 	ClusterUser, ClusterPassword string
+	// ClusterTLS, when set, is the routes' TLS (both directions: it holds
+	// this server's certificate and the CAs that verify its peers').
+	ClusterTLS *tls.Config
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -78,6 +82,9 @@ func Start(o Options) (*server.Server, error) {
 		}
 		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: host, Port: p,
 			Username: o.ClusterUser, Password: o.ClusterPassword}
+		if o.ClusterTLS != nil {
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = o.ClusterTLS, 2
+		}
 		for _, r := range o.Routes {
 			u, err := url.Parse(r)
 			if err != nil || u.Host == "" {

@@ -2,12 +2,14 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -171,4 +173,31 @@ func (n *Node) openLeases(ctx context.Context, cfg config.Config, roles config.R
 		n.leases, err = waitLeases(ctx, js, n.log)
 	}
 	return err
+}
+
+// clusterTLS is the routes' mutual TLS (--cluster-tls-cert, -key, -ca),
+// nil when none is set.
+func clusterTLS(cfg config.Config) (*tls.Config, error) {
+	set := 0
+	for _, v := range []string{cfg.ClusterTLSCert, cfg.ClusterTLSKey, cfg.ClusterTLSCA} {
+		if v != "" {
+			set++
+		}
+	}
+	switch {
+	case set == 0:
+		return nil, nil
+	case set < 3:
+		return nil, fmt.Errorf("--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca go together (mutual TLS on the routes): set all three or none")
+	case cfg.ClusterListen == "":
+		return nil, fmt.Errorf("--cluster-tls-cert: the routes' TLS needs --cluster-listen")
+	}
+	c, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.ClusterTLSCert, KeyFile: cfg.ClusterTLSKey, CaFile: cfg.ClusterTLSCA, Verify: true})
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca: %w", err)
+	}
+	// A route server is the client of its peers too: the CA verifies
+	// both ends (as nats-server's cluster { tls } does).
+	c.RootCAs = c.ClientCAs
+	return c, nil
 }

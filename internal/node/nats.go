@@ -101,7 +101,11 @@ func (n *Node) startNATS(cfg config.Config, roles config.Role) (natsLogin, error
 			routes = append(routes, r)
 		}
 	}
-	if n.NATS, err = natsembed.Start(natsembed.Options{Host: host, Port: port, StoreDir: storeDir,
+	routeTLS, err := clusterTLS(cfg)
+	if err != nil {
+		return natsLogin{}, err
+	}
+	if n.NATS, err = natsembed.Start(natsembed.Options{Host: host, Port: port, StoreDir: storeDir, ClusterTLS: routeTLS,
 		Name: cfg.NodeName, ClusterListen: cfg.ClusterListen, Routes: routes,
 		ClusterUser: natsauth.ClusterUser, ClusterPassword: natsauth.ClusterPassword(),
 		Users: natsauth.Users(pw, cfg.Layout.InboxPartitions)}); err != nil {
