@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/config"
@@ -148,4 +149,45 @@ func TestConnectedDeviceRecoversWhenItsConsumerServerDies(t *testing.T) {
 	c.Restart(down)
 	more := sendN(t, n, 1, conv, 5, "restarted")
 	waitAll(t, d, more, 30*time.Second, "after the restart of "+c.Name(down))
+}
+
+// Device consumers are memory consumers (jetstream/consumers/
+// INBOX_device.json: no files, a restart of the server in milliseconds
+// instead of minutes with many devices): a restarted single NATS server
+// has none left. A connected device recreates its cursor from its session
+// and an offline one from the mirror at its next login: both receive
+// everything sent after their last confirmation, nothing skipped.
+func TestDevicesResumeAfterNATSRestartLosesTheirConsumers(t *testing.T) {
+	ns := testenv.StartNATS(t)
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.NATSURL = ns.URL()
+	n := testnode.StartNode(t, cfg, config.RoleAllInOne&^config.RoleEmbeddedNATS)
+	conv := createConv(t, n, false, 1, 2)
+	online := connectDevice(t, n, 2, "desk", deviceOpts{})
+	offline := connectDevice(t, n, 2, "phone", deviceOpts{})
+	first := sendN(t, n, 1, conv, 10, "before")
+	online.waitFor(len(first), 30*time.Second)
+	offline.waitFor(len(first), 30*time.Second)
+	offline.close()
+	time.Sleep(1500 * time.Millisecond) // the mirror's flush of the closed session's cursor
+
+	ns.Stop()
+	ns.Start()
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ids.Partition(2, testnode.Layout().InboxPartitions)
+	if _, err := js.Consumer(context.Background(), streams.InboxStream(p), streams.DeviceConsumer(2, "phone")); err == nil {
+		t.Fatal("the offline device's consumer survived the restart: not a memory consumer")
+	}
+	after := sendN(t, n, 1, conv, 10, "after")
+	waitAll(t, online, after, 30*time.Second, "connected device after the NATS restart")
+	offline = connectDevice(t, n, 2, "phone", deviceOpts{})
+	waitAll(t, offline, after, 30*time.Second, "offline device's login after the NATS restart")
 }
