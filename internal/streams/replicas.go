@@ -98,9 +98,10 @@ func summarize(s []string) string {
 // stream: on a single server or a cluster of too few JetStream servers the
 // server's own error ("replicas > 1 not supported in non-clustered mode",
 // "insufficient resources") does not say where the count came from.
-func replicasHint(n int) string {
-	if n == 1 {
-		return ""
+func replicasHint(n int, err error) string {
+	var apiErr *jetstream.APIError
+	if n == 1 || !errors.As(err, &apiErr) {
+		return "" // a timeout, a lost connection: not the count's fault
 	}
 	return " with --replicas " + strconv.Itoa(n) + " (needs a NATS cluster of at least " + strconv.Itoa(n) + " JetStream servers)"
 }
@@ -148,13 +149,20 @@ func ChangeReplicas(ctx context.Context, js jetstream.JetStream, n int) (changed
 	return changed, nil
 }
 
-// updateWithRetry updates a stream, retrying for a while when the cluster
-// is busy moving the previous stream's peers (JetStream answers a burst of
-// rescales with timeouts while it moves peers).
+// updateWithRetry updates a stream, retrying while the cluster is busy
+// (see retryable).
 func updateWithRetry(ctx context.Context, js jetstream.JetStream, c jetstream.StreamConfig) error {
-	var err error
+	return withRetry(ctx, func() error {
+		_, err := js.UpdateStream(ctx, c)
+		return err
+	})
+}
+
+// withRetry calls f until it succeeds, fails for good or ctx ends.
+func withRetry(ctx context.Context, f func() error) error {
 	for delay := 250 * time.Millisecond; ; delay = min(2*delay, 4*time.Second) {
-		if _, err = js.UpdateStream(ctx, c); err == nil || !retryableUpdate(err) {
+		err := f()
+		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -165,6 +173,19 @@ func updateWithRetry(ctx context.Context, js jetstream.JetStream, c jetstream.St
 	}
 }
 
-func retryableUpdate(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
+// retryable reports whether a stream create or update failed for a
+// moment: a timeout or no responder (the meta leader moving peers, a
+// burst of rescales), the cluster without a meta leader yet (10008), or a
+// peer not yet seen by the meta leader at a cluster's start ("no suitable
+// peers for placement, peer offline"). Not: too few servers for the
+// count, a single server (non-clustered), a bad config.
+func retryable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == 10008 || strings.Contains(apiErr.Description, "peer offline")
 }

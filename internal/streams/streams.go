@@ -167,8 +167,8 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, hotWin
 	}
 	send.Metadata[metaSendPartitions] = strconv.Itoa(l.SendPartitions)
 	send.Replicas = replicas
-	if _, err := js.CreateOrUpdateStream(ctx, send); err != nil {
-		return fmt.Errorf("streams: ensure %s%s: %w", send.Name, replicasHint(replicas), err)
+	if err := ensureStream(ctx, js, send); err != nil {
+		return fmt.Errorf("streams: ensure %s%s: %w", send.Name, replicasHint(replicas, err), err)
 	}
 	for p := 0; p < l.InboxPartitions; p++ {
 		c, err := InboxStreamConfig(l, p)
@@ -177,11 +177,20 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, hotWin
 		}
 		SetHotWindow(&c, hotWindow)
 		c.Replicas = replicas
-		if _, err := js.CreateOrUpdateStream(ctx, c); err != nil {
-			return fmt.Errorf("streams: ensure %s%s: %w", c.Name, replicasHint(replicas), err)
+		if err := ensureStream(ctx, js, c); err != nil {
+			return fmt.Errorf("streams: ensure %s%s: %w", c.Name, replicasHint(replicas, err), err)
 		}
 	}
 	return nil
+}
+
+// ensureStream creates or updates one stream, retrying while a cluster
+// is not ready for it (a syncer started with the NATS nodes).
+func ensureStream(ctx context.Context, js jetstream.JetStream, c jetstream.StreamConfig) error {
+	return withRetry(ctx, func() error {
+		_, err := js.CreateOrUpdateStream(ctx, c)
+		return err
+	})
 }
 
 // ErrStreamsMissing says a stream of the installation does not exist yet.
