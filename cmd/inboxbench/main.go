@@ -12,6 +12,7 @@
 //	inboxbench conns --n N                  idle connections on one gateway process
 //	inboxbench scale                        one device's drain at 100k vs 2M INBOX entries
 //	inboxbench soak --duration D            steady load against short lifecycle settings: disk over time
+//	inboxbench devices                      60,000 registered devices, 5,000 online: NATS memory, a node restart, a week-offline login
 //	inboxbench all                          every scenario in turn (not soak)
 //
 // --json prints one JSON object per scenario (the contract fields first);
@@ -67,21 +68,25 @@ type opts struct {
 	duration, sampleEvery, offline                     time.Duration
 	hotWindow, retention, partitionWidth, cleanupEvery time.Duration
 	set                                                map[string]bool // flags given on the command line
+	// devices
+	registered, online, nodes int
+	deviceReap                time.Duration
 }
 
 var scenarios = map[string]func(context.Context, *opts) (any, error){
-	"fanout": runFanout,
-	"storm":  runStorm,
-	"live":   runLive,
-	"conns":  runConns,
-	"scale":  runScale,
-	"soak":   runSoak,
+	"fanout":  runFanout,
+	"storm":   runStorm,
+	"live":    runLive,
+	"conns":   runConns,
+	"scale":   runScale,
+	"soak":    runSoak,
+	"devices": runDevices,
 }
 
 var order = []string{"fanout", "storm", "live", "conns", "scale"}
 
 func usage() {
-	fmt.Fprintln(os.Stderr, `usage: inboxbench <fanout|storm|live|conns|scale|soak|all> [flags]
+	fmt.Fprintln(os.Stderr, `usage: inboxbench <fanout|storm|live|conns|scale|soak|devices|all> [flags]
 run "inboxbench <scenario> -h" for the flags; docs/benchmarks.md explains the method`)
 	os.Exit(2)
 }
@@ -202,6 +207,10 @@ func newFlagSet(cmd string, o *opts, onError flag.ErrorHandling) *flag.FlagSet {
 	fs.DurationVar(&o.retention, "retention", 0, "soak: the server's --retention (default: the server's, keep forever; quick 8s; 0: not passed)")
 	fs.DurationVar(&o.partitionWidth, "partition-width", 0, "soak: the server's --partition-width (default: a fifth of --retention; 0: not passed)")
 	fs.DurationVar(&o.cleanupEvery, "cleanup-every", 0, "soak: the server's --cleanup-every, with a 2s --cleanup-margin and a short new-device window (default 5s, quick 1s; 0: not passed)")
+	fs.IntVar(&o.registered, "registered", 0, "devices: registered devices, 3 per user (default 60,000, quick 300)")
+	fs.IntVar(&o.online, "online", 0, "devices: of them online, one per user (default 5,000, quick 30)")
+	fs.IntVar(&o.nodes, "nodes", 0, "devices: NATS nodes, 1 (R1) or 3 (a cluster, R3) (default: both in turn)")
+	fs.DurationVar(&o.deviceReap, "device-reap", 0, "devices: the gateway's --device-reap (default 30s, quick 5s: the default's reaping, compressed; 0: the server's default)")
 	if v := os.Getenv("INBOXBENCH_PG"); v != "" {
 		o.sys.pgAdmin = v
 	}

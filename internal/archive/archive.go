@@ -45,6 +45,9 @@ type Options struct {
 	// TrimEvery is the trimmer's round: a tenth of the hot window, within
 	// 1s..1m. A round also refreshes the lag metrics.
 	TrimEvery time.Duration
+	// SeparateTrimmer leaves the trimmer out of Run: the caller runs
+	// RunTrimmer itself (on one syncer of a cluster at a time).
+	SeparateTrimmer bool
 }
 
 // Archiver runs one writer per INBOX partition (pinned: among several
@@ -106,11 +109,13 @@ func (a *Archiver) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		a.runTrimmer(ctx)
-	}()
+	if !a.opts.SeparateTrimmer {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.runTrimmer(ctx)
+		}()
+	}
 	for p := 0; p < a.opts.Layout.InboxPartitions; p++ {
 		cons, err := a.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(p), cfg)
 		if err != nil {

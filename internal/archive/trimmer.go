@@ -50,6 +50,14 @@ func newTrimMetrics(f promauto.Factory) trimMetrics {
 	}
 }
 
+// RunTrimmer runs the trimmer alone (Options.SeparateTrimmer) until ctx
+// ends. Its purges are idempotent: two trimmers at once would do no harm,
+// only work twice.
+func (a *Archiver) RunTrimmer(ctx context.Context) error {
+	a.runTrimmer(ctx)
+	return ctx.Err()
+}
+
 // runTrimmer trims every partition each TrimEvery until ctx ends.
 func (a *Archiver) runTrimmer(ctx context.Context) {
 	log := a.log.Named("trim")

@@ -52,7 +52,7 @@ func startHarness(t *testing.T, pl plan) *harness {
 		"--ws", "127.0.0.1:0", "--http", h.httpGW, "--debug-http", h.debugGW, "--heartbeat", "2s", "--token-secret", testenv.Secret,
 		"--new-device-max", "1000000000", "--send-rate", "100000", "--pull-rate", "1000",
 		"--offline-threshold", strconv.Itoa(pl.offlineThreshold)}, common...)...)
-	h.fanout = newProc(t, dir, "fanout", bin+"/fanout", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0", "--node-id", "1"}, common...)...)
+	h.fanout = newProc(t, dir, "fanout", bin+"/fanout", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0"}, common...)...) // node id leased: a restart after SIGKILL takes a free one at once
 	h.syncer = newProc(t, dir, "syncer", bin+"/syncer", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0"}, common...)...)
 	t.Cleanup(func() {
 		for _, p := range []*proc{h.gateway, h.fanout, h.syncer, h.nats} {

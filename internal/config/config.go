@@ -124,6 +124,10 @@ type Config struct {
 	// Web client (issue 10, the gateway): serve it at /app/ on the
 	// WebSocket listener.
 	Web bool
+	// Mutual TLS on the routes (internal/natsembed): this node's
+	// certificate and key, and the CA its peers' certificates are
+	// verified by; all three or none.
+	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -158,6 +162,7 @@ func Defaults() Config {
 		DeviceSeenEvery:  gw.DeviceSeenEvery,
 		SendRate:         float64(gw.SendRate),
 
+		NodeID:    fanout.AutoNodeID,
 		BatchSize: fo.BatchSize,
 
 		SendEntryRate:     float64(gw.SendEntryRate),
@@ -237,6 +242,9 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.StringVar(&c.NodeName, "name", c.NodeName, "server name of the embedded NATS server, unique in a cluster (env INBOXD_NAME; default inboxd)")
 		fs.StringVar(&c.ClusterListen, "cluster-listen", c.ClusterListen, "host:port the embedded NATS server accepts cluster routes on: forms a NATS cluster with --routes (env INBOXD_CLUSTER_LISTEN; default off)")
 		fs.StringVar(&c.Routes, "routes", c.Routes, "the other nodes' cluster URLs, comma separated: nats://host:port,... (env INBOXD_ROUTES)")
+		fs.StringVar(&c.ClusterTLSCert, "cluster-tls-cert", c.ClusterTLSCert, "PEM certificate of this node on the cluster routes (mutual TLS with --cluster-tls-key and --cluster-tls-ca; env INBOXD_CLUSTER_TLS_CERT)")
+		fs.StringVar(&c.ClusterTLSKey, "cluster-tls-key", c.ClusterTLSKey, "PEM key of --cluster-tls-cert (env INBOXD_CLUSTER_TLS_KEY)")
+		fs.StringVar(&c.ClusterTLSCA, "cluster-tls-ca", c.ClusterTLSCA, "PEM CA certificates the other nodes' route certificates must be signed by (env INBOXD_CLUSTER_TLS_CA)")
 	} else {
 		fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS server URL(s), comma separated (env INBOXD_NATS or NATS_URL)")
 		fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS user (env INBOXD_NATS_USER or NATS_USER; default: the service's role)")
@@ -303,7 +311,7 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.DurationVar(&c.CleanupMargin, "cleanup-margin", c.CleanupMargin, "early cleanup keeps the new-device window as it was this long ago (a new device's first cursor write, clock skew)")
 	}
 	if roles&RoleFanout != 0 {
-		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
+		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023; -1: leased automatically, distinct per running fanout (a fixed one is leased too: a second fanout with it refuses to start) (env INBOXD_NODE_ID)")
 		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
 	}
 }
@@ -324,6 +332,9 @@ func (c *Config) Validate() error {
 	}
 	if err := streams.ValidateHotWindow(c.HotWindow); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	if err := streams.ValidateReplicas(c.Replicas); err != nil {
+		return fmt.Errorf("config: --replicas (env INBOXD_REPLICAS): %w", err)
 	}
 	if c.BatchSize < 1 || c.BatchSize > 512 {
 		return fmt.Errorf("config: batch %d out of range 1..512", c.BatchSize)

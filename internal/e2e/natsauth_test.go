@@ -31,6 +31,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/admin"
 	"github.com/inboxd/inboxd/internal/config"
+	"github.com/inboxd/inboxd/internal/lease"
 	"github.com/inboxd/inboxd/internal/natsauth"
 	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/store"
@@ -79,7 +80,7 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t, 30*time.Second)
-	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
 	if err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
@@ -92,11 +93,18 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 	if _, err := js.CreateOrUpdateConsumer(ctx, "INBOX_0", archCfg); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := lease.EnsureBucket(ctx, js, 1, lease.DefaultTiming); err != nil {
+		t.Fatal(err)
+	}
 	dev7, _ := streams.DeviceConsumerConfig(0, 7, "phone", 0, 0)
 	if _, err := js.CreateOrUpdateConsumer(ctx, "INBOX_0", dev7); err != nil {
 		t.Fatal(err)
 	}
 	dev8, _ := streams.DeviceConsumerConfig(0, 8, "tablet", 0, 0)
+	dev9, _ := streams.DeviceConsumerConfig(0, 9, "laptop", 0, 0) // the gateway deletes it
+	if _, err := js.CreateOrUpdateConsumer(ctx, "INBOX_0", dev9); err != nil {
+		t.Fatal(err)
+	}
 	fan0, _ := streams.FanoutConsumerConfig(0)
 	inbox0, _ := streams.InboxStreamConfig(l, 0)
 	create := func(cc jetstream.ConsumerConfig, action string) any {
@@ -131,7 +139,7 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		{gw, "create a stream", "req", "$JS.API.STREAM.CREATE.OTHER", map[string]any{"name": "OTHER"}, false},
 		{gw, "delete a stream", "req", "$JS.API.STREAM.DELETE.INBOX_0", nil, false},
 		{gw, "purge a stream", "req", "$JS.API.STREAM.PURGE.INBOX_0", nil, false},
-		{gw, "delete a device consumer", "req", "$JS.API.CONSUMER.DELETE.INBOX_0." + d7, nil, false},
+		{gw, "delete the archiver", "req", "$JS.API.CONSUMER.DELETE.INBOX_0.archiver", nil, false},
 		{gw, "create a consumer on SEND", "req", "$JS.API.CONSUMER.CREATE.SEND.x.send.0.*", nil, false},
 		{gw, "create an unfiltered consumer", "req", "$JS.API.CONSUMER.CREATE.INBOX_0.x", nil, false},
 		{gw, "create a consumer of another partition's users", "req", "$JS.API.CONSUMER.CREATE.INBOX_0.x.inbox.1.5", nil, false},
@@ -203,6 +211,26 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		{sy, "reset a device consumer", "req", "$JS.API.CONSUMER.RESET.INBOX_0." + d7, nil, false},
 		{sy, "publish a send", "req", "send.0.1", []byte("x"), false},
 		{sy, "publish an inbox entry", "req", "inbox.0.7", []byte("x"), false},
+
+		// The leases bucket (cluster roles): the fanout writes and reads
+		// its node id keys, the syncer its leader key; nothing else.
+		{fo, "take a node id lease", "req", "$KV.inboxd_leases.node.5", []byte("{}"), true},
+		{fo, "read a node id lease", "req", "$JS.API.DIRECT.GET.KV_inboxd_leases.$KV.inboxd_leases.node.5", nil, true},
+		{fo, "take the syncer's leader lease", "req", "$KV.inboxd_leases.syncer.leader", []byte("{}"), false},
+		{fo, "create the leases bucket", "req", "$JS.API.STREAM.CREATE.KV_inboxd_leases", map[string]any{"name": "KV_inboxd_leases"}, false},
+		{fo, "purge the leases bucket", "req", "$JS.API.STREAM.PURGE.KV_inboxd_leases", nil, false},
+		{gw, "take a node id lease", "req", "$KV.inboxd_leases.node.6", []byte("{}"), false},
+		{gw, "take the syncer's leader lease", "req", "$KV.inboxd_leases.syncer.leader", []byte("{}"), false},
+		{gw, "read a node id lease", "req", "$JS.API.DIRECT.GET.KV_inboxd_leases.$KV.inboxd_leases.node.5", nil, false},
+		{gw, "write any key of the leases bucket", "req", "$KV.inboxd_leases.x", []byte("{}"), false},
+		{sy, "take the syncer's leader lease", "req", "$KV.inboxd_leases.syncer.leader", []byte("{}"), true},
+		{sy, "read the syncer's leader lease", "req", "$JS.API.DIRECT.GET.KV_inboxd_leases.$KV.inboxd_leases.syncer.leader", nil, true},
+		{sy, "take a node id lease", "req", "$KV.inboxd_leases.node.7", []byte("{}"), false},
+		{sy, "delete the leases bucket", "req", "$JS.API.STREAM.DELETE.KV_inboxd_leases", nil, false},
+
+		// A device consumer whose server is down is deleted and created
+		// again (an R1 consumer on a cluster).
+		{gw, "delete a device consumer", "req", "$JS.API.CONSUMER.DELETE.INBOX_0." + dev9.Durable, nil, true},
 
 		// The admin user (the nats CLI, inboxctl) may do anything.
 		{natsauth.Admin, "delete a device consumer", "req", "$JS.API.CONSUMER.DELETE.INBOX_0." + d7, nil, true},

@@ -162,8 +162,12 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 			}
 			seq++
 			lastSeq[rec.GetConvId()] = seq
+			id, err := pt.f.ids.next()
+			if err != nil {
+				return err
+			}
 			m := &store.Message{
-				MsgID: pt.f.gen.Next(), ConvID: rec.GetConvId(), ConvSeq: seq,
+				MsgID: id, ConvID: rec.GetConvId(), ConvSeq: seq,
 				SenderUID: k.Sender, SenderDevice: rec.GetSenderDevice(), ClientMsgID: k.ClientMsgID,
 				Kind: int(max(rec.GetKind(), 1)), Body: rec.GetText(), CreatedAt: now,
 			}

@@ -7,7 +7,9 @@ package fanout
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/ids"
+	"github.com/inboxd/inboxd/internal/lease"
 	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
@@ -25,9 +28,19 @@ import (
 // Options configures a fanout. Zero values take the documented defaults.
 type Options struct {
 	Layout streams.Layout
-	// NodeID is this fanout's snowflake node (0..1023). Fanouts running at the
-	// same time must have different node ids.
+	// NodeID is this fanout's snowflake node (0..1023), or AutoNodeID.
+	// With Leases it is leased (nodeid.go): AutoNodeID takes the lowest
+	// free one, and a fixed one that another running fanout holds refuses
+	// the start. Without Leases it is used as is (AutoNodeID: 0), and
+	// fanouts running at the same time must be given different ones.
 	NodeID int
+	// Leases is the leases bucket (lease.Bucket) the node id is leased
+	// in; nil: no lease (a single fanout, the package's tests).
+	Leases jetstream.KeyValue
+	// Holder names this fanout in its lease (default host:pid).
+	Holder string
+	// LeaseTiming is the node id lease's timing (default lease.DefaultTiming).
+	LeaseTiming lease.Timing
 	// Partitions are the SEND partitions this instance pulls; nil means all.
 	// Several instances may pull the same partition: the pinned priority
 	// group lets exactly one of them process it at a time.
@@ -57,7 +70,15 @@ func DefaultOptions() Options {
 		FetchWait:       2 * time.Second,
 		PublishTimeout:  10 * time.Second,
 		MemberCacheSize: 10000,
+		Holder:          defaultHolder(),
+		LeaseTiming:     lease.DefaultTiming,
 	}
+}
+
+// defaultHolder names a fanout in its lease: host:pid.
+func defaultHolder() string {
+	host, _ := os.Hostname()
+	return host + ":" + strconv.Itoa(os.Getpid())
 }
 
 // setDefaults gives every zero (or negative) option its default.
@@ -78,6 +99,12 @@ func (o *Options) setDefaults() {
 	if o.MemberCacheSize <= 0 {
 		o.MemberCacheSize = d.MemberCacheSize
 	}
+	if o.LeaseTiming == (lease.Timing{}) {
+		o.LeaseTiming = d.LeaseTiming
+	}
+	if o.Holder == "" {
+		o.Holder = d.Holder
+	}
 	if o.Partitions == nil {
 		for p := 0; p < o.Layout.SendPartitions; p++ {
 			o.Partitions = append(o.Partitions, p)
@@ -92,7 +119,8 @@ type Fanout struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	st      *store.Store
-	gen     *ids.Generator
+	ids     *idSource
+	held    *lease.Lease // the node id lease (with Options.Leases)
 	metrics *metrics
 
 	// afterCommit, when set (tests only), runs after the content commit and
@@ -107,8 +135,10 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, reg prom
 	if err := opts.Layout.Validate(); err != nil {
 		return nil, err
 	}
-	gen, err := ids.NewGenerator(opts.NodeID)
-	if err != nil {
+	if opts.NodeID != AutoNodeID && (opts.NodeID < 0 || opts.NodeID > ids.MaxNode) {
+		return nil, fmt.Errorf("fanout: node id %d: %w", opts.NodeID, ids.ErrBadNode)
+	}
+	if err := opts.LeaseTiming.Validate(); err != nil {
 		return nil, err
 	}
 	js, err := jetstream.New(nc,
@@ -119,7 +149,9 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, reg prom
 	if err != nil {
 		return nil, err
 	}
-	return &Fanout{opts: opts, log: log, nc: nc, js: js, st: st, gen: gen, metrics: newMetrics(reg)}, nil
+	f := &Fanout{opts: opts, log: log, nc: nc, js: js, st: st, metrics: newMetrics(reg)}
+	f.ids = newIDSource(f, reg)
+	return f, nil
 }
 
 // publishWindow is the most inbox publishes in flight per process.
@@ -131,13 +163,15 @@ func (f *Fanout) Run(ctx context.Context) error {
 	if err := streams.EnsureFanoutConsumers(ctx, f.js, f.opts.Layout); err != nil {
 		return err
 	}
-	maxID, err := f.st.MaxMsgID(ctx)
-	if err != nil {
+	if err := f.TakeNodeID(ctx); err != nil {
 		return err
 	}
-	f.gen.Observe(maxID)
-
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f.keepNodeID(ctx)
+	}()
 	for _, p := range f.opts.Partitions {
 		cons, err := f.js.Consumer(ctx, streams.SendStream, streams.FanoutConsumer(p))
 		if err != nil {

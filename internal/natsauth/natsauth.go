@@ -47,6 +47,24 @@ const (
 	archiver   = "archiver" // the syncer's consumer on every INBOX partition
 )
 
+// The leases bucket (internal/lease): the syncer creates it and holds
+// its singleton jobs' lease (syncer.leader); each fanout leases its msg_id
+// node id (node.<id>). A lease is written (create, renew, release: a
+// publish to the key's subject, acknowledged on the reply prefix) and read
+// (a direct get of the key's last value); nobody else may touch it.
+const (
+	leaseBucket    = "inboxd_leases"
+	leaseStream    = "KV_" + leaseBucket
+	leaseNodeKeys  = "node.*"
+	leaseLeaderKey = "syncer.leader"
+)
+
+// leaseKeys are the subjects that write and read the keys matching key.
+func leaseKeys(key string) []string {
+	subject := "$KV." + leaseBucket + "." + key
+	return []string{subject, "$JS.API.DIRECT.GET." + leaseStream + "." + subject}
+}
+
 func inboxStreams(partitions int) []string {
 	out := make([]string, partitions)
 	for p := range out {
@@ -81,14 +99,16 @@ type perms struct {
 //
 //   - gateway: publishes sends (send.<p>.<conv>) and receipt entries
 //     (inbox.<p>.<uid>) with JetStream acks, the users' live and kick
-//     subjects; creates, reads, pulls, resets and acks the device consumers
+//     subjects; creates, reads, pulls, resets, acks and deletes (one whose
+//     server is down, to recreate it) the device consumers
 //     on INBOX_<p> (filtered to one user's subject, never the archiver);
 //     direct-gets a user's newest entry; receives send results on
 //     _INBOXD.gw.<gateway>.*, the users' subjects, membership changes and
 //     erased bodies (a deleted user's, dropped from its body cache).
 //   - fanout: its consumers fanout_<p> on SEND (create, read, pull, reset,
 //     unpin, ack); publishes inbox entries, the live announcements and the
-//     send results.
+//     send results; leases its msg_id node id (keys node.<id> of the
+//     leases bucket: write and read).
 //   - syncer: the installation's steward: creates and updates the streams;
 //     the archiver consumer on each INBOX_<p>; trims the INBOX streams
 //     (purges of archived entries older than the hot window, direct gets
@@ -98,7 +118,8 @@ type perms struct {
 //     below a sequence and direct gets; the data lifecycle: lists and deletes device
 //     consumers of INBOX_<p>, reads a user's last entry and purges its
 //     subject (a deleted user's), and asks the admin API for a deleted
-//     user's revocation.
+//     user's revocation; creates the leases bucket and holds its
+//     singleton jobs' lease (key syncer.leader).
 //
 // Nothing but admin may delete a stream or a consumer of SEND; nothing
 // but the syncer and admin may purge a stream, and the syncer only the
@@ -112,11 +133,15 @@ func table(partitions int) map[Role]perms {
 			// The filter subject is part of the create subject: a device
 			// consumer reads one user of the stream's own partition.
 			[]string{"$JS.API.CONSUMER.CREATE." + st + ".*.inbox." + ps + ".*"},
-			consumerCalls(st, "*", "INFO", "MSG.NEXT", "RESET"),
+			// DELETE: a device consumer whose NATS server is down (an R1
+			// consumer on a cluster) is deleted and created again from the
+			// mirror on a running server; no more power than RESET, which
+			// may put a cursor anywhere already.
+			consumerCalls(st, "*", "INFO", "MSG.NEXT", "RESET", "DELETE"),
 			[]string{"$JS.ACK." + st + ".>", "$JS.API.DIRECT.GET." + st + ".inbox." + ps + ".*"})
 		gwDeny = concat(gwDeny,
 			[]string{"$JS.API.CONSUMER.CREATE." + st + "." + archiver + ".>", "$JS.ACK." + st + "." + archiver + ".>"},
-			consumerCalls(st, archiver, "INFO", "MSG.NEXT", "RESET"))
+			consumerCalls(st, archiver, "INFO", "MSG.NEXT", "RESET", "DELETE"))
 		sy = concat(sy,
 			consumerCalls(st, archiver, "CREATE", "MSG.NEXT", "RESET"),
 			// Lifecycle: a user deletion and housekeeping delete device
@@ -142,10 +167,15 @@ func table(partitions int) map[Role]perms {
 		Fanout: {
 			pub: concat([]string{streamInfo, "$JS.API.CONSUMER.CREATE." + sendStream + ".>", "$JS.ACK." + sendStream + ".>"},
 				consumerCalls(sendStream, "*", "INFO", "MSG.NEXT", "RESET", "UNPIN"),
-				[]string{"inbox.*.*", "inboxd.u.*.*.live", "_INBOXD.gw.>"}),
+				[]string{"inbox.*.*", "inboxd.u.*.*.live", "_INBOXD.gw.>"},
+				leaseKeys(leaseNodeKeys)),
 		},
 		Syncer: {
-			pub:       concat(sy, []string{streamInfo, "inboxd.event.>", "inboxd.u.*.*.kick", "inboxd.admin.user.revoke"}),
+			pub: concat(sy, []string{streamInfo, "inboxd.event.>", "inboxd.u.*.*.kick", "inboxd.admin.user.revoke"},
+				// nats.go reads the account's JetStream info (read only)
+				// before it creates or updates a KV bucket.
+				[]string{"$JS.API.STREAM.CREATE." + leaseStream, "$JS.API.STREAM.UPDATE." + leaseStream, "$JS.API.INFO"},
+				leaseKeys(leaseLeaderKey)),
 			sub:       []string{"inboxd.admin.>", "$SRV.>"},
 			responses: true,
 		},
@@ -221,6 +251,26 @@ func Password(r Role) string {
 	}
 	return DevPassword(r)
 }
+
+// ClusterUser is the user the embedded servers of a cluster log in to each
+// other's route port as (--cluster-listen, --routes).
+const ClusterUser = "inboxd-route"
+
+// ClusterPasswordEnv holds the route password of a cluster.
+const ClusterPasswordEnv = "INBOXD_CLUSTER_PASSWORD"
+
+// ClusterPassword returns the routes' password: INBOXD_CLUSTER_PASSWORD
+// from the environment, else the development default (accepted with a
+// cluster port on loopback only: node.checkExposure).
+func ClusterPassword() string {
+	if v := os.Getenv(ClusterPasswordEnv); v != "" {
+		return v
+	}
+	return DevClusterPassword
+}
+
+// DevClusterPassword is the development password of the routes.
+const DevClusterPassword = "inboxd-cluster-dev"
 
 // DevPassword is the development password of a role.
 func DevPassword(r Role) string { return "inboxd-" + string(r) + "-dev" }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/inboxd/inboxd/internal/fanout"
+	"github.com/inboxd/inboxd/internal/lease"
 	"github.com/inboxd/inboxd/internal/streams"
 )
 
@@ -65,5 +67,16 @@ func TestPermissionsNameTheDefinedStreams(t *testing.T) {
 	// (the gateway's grant relies on it).
 	if c, err := streams.DeviceConsumerConfig(3, 42, "phone", 0, 0); err != nil || c.FilterSubject != "inbox.3.42" || len(c.FilterSubjects) != 0 {
 		t.Errorf("device consumer filter %q %v (%v), want the single subject inbox.3.42", c.FilterSubject, c.FilterSubjects, err)
+	}
+}
+
+// The permissions name the leases bucket and keys as the lease package
+// and the fanout write them.
+func TestPermissionsNameTheLeases(t *testing.T) {
+	if leaseBucket != lease.Bucket {
+		t.Errorf("natsauth names the leases bucket %q, lease %q", leaseBucket, lease.Bucket)
+	}
+	if !server.SubjectsCollide("$KV."+leaseBucket+"."+leaseNodeKeys, "$KV."+lease.Bucket+"."+fanout.NodeIDKey(17)) {
+		t.Errorf("natsauth's node id keys %q do not cover the fanout's %q", leaseNodeKeys, fanout.NodeIDKey(17))
 	}
 }

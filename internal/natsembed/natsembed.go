@@ -4,6 +4,7 @@
 package natsembed
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -32,6 +33,13 @@ type Options struct {
 	ClusterName   string
 	ClusterListen string // host:port
 	Routes        []string
+	// ClusterUser and ClusterPassword, when set, are required of every
+	// route that connects, and sent on the routes to Routes (unless a
+	// route URL carries its own user info).
+	ClusterUser, ClusterPassword string
+	// ClusterTLS, when set, is the routes' TLS (both directions: it holds
+	// this server's certificate and the CAs that verify its peers').
+	ClusterTLS *tls.Config
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -72,11 +80,18 @@ func Start(o Options) (*server.Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("natsembed: cluster listen %q: port: %w", o.ClusterListen, err)
 		}
-		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: host, Port: p}
+		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: host, Port: p,
+			Username: o.ClusterUser, Password: o.ClusterPassword}
+		if o.ClusterTLS != nil {
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = o.ClusterTLS, 2
+		}
 		for _, r := range o.Routes {
 			u, err := url.Parse(r)
 			if err != nil || u.Host == "" {
 				return nil, fmt.Errorf("natsembed: route %q is not a nats://host:port URL", r)
+			}
+			if u.User == nil && o.ClusterUser != "" {
+				u.User = url.UserPassword(o.ClusterUser, o.ClusterPassword)
 			}
 			opts.Routes = append(opts.Routes, u)
 		}

@@ -101,8 +101,13 @@ func (n *Node) startNATS(cfg config.Config, roles config.Role) (natsLogin, error
 			routes = append(routes, r)
 		}
 	}
-	if n.NATS, err = natsembed.Start(natsembed.Options{Host: host, Port: port, StoreDir: storeDir,
+	routeTLS, err := clusterTLS(cfg)
+	if err != nil {
+		return natsLogin{}, err
+	}
+	if n.NATS, err = natsembed.Start(natsembed.Options{Host: host, Port: port, StoreDir: storeDir, ClusterTLS: routeTLS,
 		Name: cfg.NodeName, ClusterListen: cfg.ClusterListen, Routes: routes,
+		ClusterUser: natsauth.ClusterUser, ClusterPassword: natsauth.ClusterPassword(),
 		Users: natsauth.Users(pw, cfg.Layout.InboxPartitions)}); err != nil {
 		return natsLogin{}, err
 	}
@@ -115,8 +120,9 @@ func (n *Node) startNATS(cfg config.Config, roles config.Role) (natsLogin, error
 // streams exist: a process with the syncer role (the installation's
 // steward) creates or updates them; a gateway or fanout alone, whose users
 // may not, waits until they are there. The syncer records hotWindow on the
-// streams, or refuses to start when they record another one.
-func (n *Node) connectNATS(ctx context.Context, login natsLogin, roles config.Role, layout streams.Layout, hotWindow time.Duration) (jetstream.JetStream, error) {
+// streams and creates them with replicas copies, or refuses to start when
+// they record another window or have another replica count.
+func (n *Node) connectNATS(ctx context.Context, login natsLogin, roles config.Role, layout streams.Layout, hotWindow time.Duration, replicas int) (jetstream.JetStream, error) {
 	var err error
 	if n.NC, err = login.connect("inboxd-"+roleNames(roles), n.log); err != nil {
 		return nil, err
@@ -129,9 +135,16 @@ func (n *Node) connectNATS(ctx context.Context, login natsLogin, roles config.Ro
 	if roles&config.RoleSyncer == 0 {
 		return js, waitStreams(ctx, js, layout, n.log)
 	}
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	// Replicated streams wait for their cluster's servers (retryCluster)
+	// as long as the start may take; one server answers at once.
+	sctx, cancel := ctx, context.CancelFunc(func() {})
+	if replicas <= 1 {
+		sctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	}
 	defer cancel()
-	if err := streams.EnsureStreams(sctx, js, layout, hotWindow); err != nil {
+	if err := retryCluster(sctx, n.log, "create the streams", replicas, func(ctx context.Context) error {
+		return streams.EnsureStreams(ctx, js, layout, hotWindow, replicas)
+	}); err != nil {
 		return nil, err
 	}
 	return js, nil

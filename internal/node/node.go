@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/admin"
@@ -38,6 +39,7 @@ type Node struct {
 	Debug     *ops.Debug // with --debug-http
 
 	admin  *admin.Service
+	leases jetstream.KeyValue // the leases bucket (fanout, syncer)
 	cancel context.CancelFunc // ends the roles' loops
 	wg     sync.WaitGroup     // the roles' loops
 }
@@ -94,11 +96,14 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 	if err := n.connectPostgres(ctx, cfg.DatabaseURL); err != nil {
 		return nil, err
 	}
-	js, err := n.connectNATS(ctx, login, roles, cfg.Layout, cfg.HotWindow)
+	js, err := n.connectNATS(ctx, login, roles, cfg.Layout, cfg.HotWindow, cfg.Replicas)
 	if err != nil {
 		return nil, err
 	}
 	n.addReadyChecks(js)
+	if err := n.openLeases(ctx, cfg, roles, js); err != nil {
+		return nil, err
+	}
 
 	// The roles' loops run until Close, not until ctx (which bounds the start).
 	run, cancel := context.WithCancel(context.Background())

@@ -54,8 +54,11 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 			return err
 		}
 	}
-	arch := archive.New(archive.Options{Layout: cfg.Layout, HotWindow: cfg.HotWindow}, n.log.Named("archive"), ajs, n.Store, reg)
+	// The archiver's partitions are pinned consumers: it runs on every
+	// syncer. Its trimmer joins the singleton jobs.
+	arch := archive.New(archive.Options{Layout: cfg.Layout, HotWindow: cfg.HotWindow, SeparateTrimmer: true}, n.log.Named("archive"), ajs, n.Store, reg)
 	n.runLoop(run, "archiver", arch.Run)
+	singletons := map[string]func(context.Context) error{"trimmer": arch.RunTrimmer}
 	// Retention reads whole time ranges: on a pool of its own, so that
 	// sends and syncs keep theirs.
 	rst, err := store.Open(run, cfg.DatabaseURL, 2)
@@ -75,8 +78,9 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 		if err != nil {
 			return err
 		}
-		n.runLoop(run, "early cleanup", cl.Run)
+		singletons["early cleanup"] = cl.Run
 	}
+	n.singletonJobs(run, n.leases, holderName(cfg), singletons)
 	return nil
 }
 
@@ -84,9 +88,15 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 // loop, which runs until run ends.
 func (n *Node) startFanout(ctx, run context.Context, cfg config.Config, js jetstream.JetStream, reg prometheus.Registerer) error {
 	var err error
-	n.Fanout, err = fanout.New(fanout.Options{Layout: cfg.Layout, NodeID: cfg.NodeID, BatchSize: cfg.BatchSize},
+	n.Fanout, err = fanout.New(fanout.Options{Layout: cfg.Layout, NodeID: cfg.NodeID, BatchSize: cfg.BatchSize,
+		Leases: n.leases, Holder: holderName(cfg)},
 		n.log.Named("fanout"), n.NC, n.Store, reg)
 	if err != nil {
+		return err
+	}
+	// Before anything runs: an --node-id that a running fanout holds
+	// refuses the start.
+	if err := n.Fanout.TakeNodeID(ctx); err != nil {
 		return err
 	}
 	if err := streams.EnsureFanoutConsumers(ctx, js, cfg.Layout); err != nil {

@@ -25,7 +25,7 @@ import (
 // outside loopback — a listener (--ws, --tcp, --http, --nats-listen,
 // --debug-http) or the NATS server it logs in to (--nats) — no development
 // secret may be in use: the token secret, a NATS password of the embedded server's users or
-// of this service's login, or the Postgres password of store.DefaultURL.
+// of this service's login, the cluster routes' password, or the Postgres password of store.DefaultURL.
 // It does not ask which listener a secret guards: a box with a public
 // listener is not a development box, and a loopback NATS or Postgres with a
 // public password is open to every local user and to any process an
@@ -97,6 +97,12 @@ func devSecrets(cfg config.Config, roles config.Role) []devSecret {
 				out = append(out, devSecret{env, fmt.Sprintf("the embedded NATS user %s has the development password", r), "set " + env})
 			}
 		}
+		// The cluster's routes (--cluster-listen): another server that
+		// knows the route password joins the cluster and sees everything.
+		if cfg.ClusterListen != "" && natsauth.ClusterPassword() == natsauth.DevClusterPassword {
+			env := natsauth.ClusterPasswordEnv
+			out = append(out, devSecret{env, "the cluster routes have the development password", "set " + env + " (the same on every node)"})
+		}
 	} else if services {
 		l := serviceLogin(cfg, roles)
 		if isDevNATSPassword(l.password) {
@@ -151,6 +157,9 @@ func listenAddrs(cfg config.Config, roles config.Role) []listenAddr {
 	}
 	if roles&config.RoleEmbeddedNATS != 0 {
 		out = append(out, listenAddr{"--nats-listen", cfg.NATSListen})
+		if cfg.ClusterListen != "" {
+			out = append(out, listenAddr{"--cluster-listen", cfg.ClusterListen})
+		}
 	}
 	// checkDebugAddr refuses a debug address beyond loopback anyway; it is
 	// listed so that the rule here does not depend on that one.

@@ -121,6 +121,29 @@ func TestCheckExposure(t *testing.T) {
 		{"production secrets on every interface", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
 			c.WSAddr, c.TCPAddr, c.HTTPAddr, c.NATSListen = "0.0.0.0:7070", ":7071", "[::]:7072", "10.1.2.3:4222"
 		}, nil},
+		// The cluster routes (--cluster-listen): their password guards
+		// every stream of the installation.
+		{"--cluster-listen beyond loopback with the development cluster password", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
+			t.Setenv(natsauth.ClusterPasswordEnv, "")
+			c.ClusterListen = "10.1.2.3:6222"
+		}, []string{"the cluster routes have the development password and --cluster-listen 10.1.2.3:6222 is reachable beyond loopback; set INBOXD_CLUSTER_PASSWORD (the same on every node) or pass --dev"}},
+		{"inboxd --nats-only: --cluster-listen on every interface with the development cluster password", config.RoleEmbeddedNATS, func(t *testing.T, c *config.Config) {
+			t.Setenv(natsauth.ClusterPasswordEnv, "")
+			c.ClusterListen = ":6222"
+		}, []string{"the cluster routes have the development password", "--cluster-listen :6222 is reachable"}},
+		{"a 3-node cluster on one machine: loopback, development defaults", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
+			*c = config.Defaults()
+			t.Setenv(natsauth.ClusterPasswordEnv, "")
+			c.ClusterListen, c.Routes = "127.0.0.1:6222", "nats://127.0.0.1:6223,nats://127.0.0.1:6224"
+		}, nil},
+		{"--cluster-listen beyond loopback with a cluster password", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
+			t.Setenv(natsauth.ClusterPasswordEnv, "a-cluster-password")
+			c.ClusterListen = "10.1.2.3:6222"
+		}, nil},
+		{"a development token secret beside a public --cluster-listen", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
+			t.Setenv(natsauth.ClusterPasswordEnv, "a-cluster-password")
+			c.TokenSecret, c.ClusterListen = auth.DevSecret, "10.1.2.3:6222"
+		}, []string{"--token-secret is the development secret and --cluster-listen 10.1.2.3:6222 is reachable"}},
 		{"--dev allows them", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
 			*c = config.Defaults()
 			c.Dev, c.WSAddr, c.NATSListen = true, "0.0.0.0:7070", "0.0.0.0:4222"
@@ -144,7 +167,7 @@ func TestCheckExposure(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
-			for _, secret := range []string{auth.DevSecret, natsauth.DevPassword(natsauth.Admin), "pw-in-url", ":inboxd@"} {
+			for _, secret := range []string{auth.DevSecret, natsauth.DevPassword(natsauth.Admin), "pw-in-url", ":inboxd@", natsauth.DevClusterPassword} {
 				if strings.Contains(err.Error(), secret) {
 					t.Errorf("error prints a secret (%q): %v", secret, err)
 				}
