@@ -16,6 +16,7 @@ import (
 	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/lifecycle"
 	"github.com/inboxd/inboxd/internal/ops"
+	"github.com/inboxd/inboxd/internal/push"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
@@ -113,6 +114,15 @@ type Config struct {
 	CleanupRate   float64
 	CleanupBatch  int
 	CleanupMargin time.Duration
+
+	// Offline push (issue 10 item 5; the syncer, internal/push): off by
+	// default. A message entry is decided PushAfter after it was stored,
+	// a user gets at most one event per PushCollapse, and an event
+	// carries the text only with PushBody.
+	Push         bool
+	PushAfter    time.Duration
+	PushCollapse time.Duration
+	PushBody     bool
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -121,6 +131,7 @@ type Config struct {
 // to no library and are written here.
 func Defaults() Config {
 	gw, fo, lc, cl := gateway.DefaultOptions(), fanout.DefaultOptions(), lifecycle.DefaultOptions(), archive.DefaultCleanupOptions()
+	pu := push.DefaultOptions()
 	return Config{
 		NATSURL:     "nats://" + natsAddr,
 		DatabaseURL: store.DefaultURL,
@@ -163,6 +174,9 @@ func Defaults() Config {
 		CleanupRate:   cl.Rate,
 		CleanupBatch:  cl.Batch,
 		CleanupMargin: cl.Margin,
+
+		PushAfter:    pu.After,
+		PushCollapse: pu.Collapse,
 	}
 }
 
@@ -283,6 +297,12 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.Float64Var(&c.CleanupRate, "cleanup-rate", c.CleanupRate, "early cleanup purges per second at most (each holds its partition's stream lock for a moment)")
 		fs.DurationVar(&c.CleanupMargin, "cleanup-margin", c.CleanupMargin, "early cleanup keeps the new-device window as it was this long ago (a new device's first cursor write, clock skew)")
 	}
+	if roles&RoleSyncer != 0 {
+		fs.BoolVar(&c.Push, "push", c.Push, "offline push: publish a push event on push.<uid> (stream PUSH, read by cmd/pushbridge) for a message no device of its recipient confirmed within --push-after (env INBOXD_PUSH)")
+		fs.DurationVar(&c.PushAfter, "push-after", c.PushAfter, "decide a message's push this long after it was stored: pushed unless a device confirmed it or the user read it by then (env INBOXD_PUSH_AFTER)")
+		fs.DurationVar(&c.PushCollapse, "push-collapse", c.PushCollapse, "at most one push event per user this often; messages inside the window are folded into the next event (0: no collapse) (env INBOXD_PUSH_COLLAPSE)")
+		fs.BoolVar(&c.PushBody, "push-body", c.PushBody, "put the message text (at most 1 KB) into push events; off: the relay sees no text (env INBOXD_PUSH_BODY)")
+	}
 	if roles&RoleFanout != 0 {
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023, distinct per running fanout (env INBOXD_NODE_ID)")
 		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
@@ -292,10 +312,22 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 // ValidateSyncer checks what only the syncer's settings must agree on (a
 // gateway has --device-reap and no --device-forget).
 func (c *Config) ValidateSyncer() error {
+	if c.Push {
+		if err := c.PushOptions().Validate(); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
 	if c.DeviceForget > 0 && c.DeviceForget <= c.DeviceReap {
 		return fmt.Errorf("config: --device-forget %s must exceed --device-reap %s (a device is forgotten after its consumer was reaped), or be 0 (never)", c.DeviceForget, c.DeviceReap)
 	}
 	return nil
+}
+
+// PushOptions is the pusher's part of the configuration.
+func (c *Config) PushOptions() push.Options {
+	o := push.DefaultOptions()
+	o.Layout, o.After, o.Collapse, o.Body = c.Layout, c.PushAfter, c.PushCollapse, c.PushBody
+	return o
 }
 
 // Validate checks values flags cannot.

@@ -26,13 +26,16 @@ const (
 	Fanout  Role = "fanout"
 	Syncer  Role = "syncer"
 	Admin   Role = "admin"
+	// PushBridge is cmd/pushbridge: it reads its consumer of the PUSH
+	// stream and nothing else.
+	PushBridge Role = "pushbridge"
 	// AllInOne is the single connection of the all-in-one process: the union
 	// of the three service roles.
 	AllInOne Role = "inboxd"
 )
 
 // Roles lists every user of a split deployment.
-var Roles = []Role{Gateway, Fanout, Syncer, Admin}
+var Roles = []Role{Gateway, Fanout, Syncer, Admin, PushBridge}
 
 // InboxPrefix is the reply-subject prefix of a role's connections
 // (nats.CustomInboxPrefix). Each role may subscribe only below its own, so
@@ -45,6 +48,11 @@ func InboxPrefix(r Role) string { return "_INBOX." + string(r) }
 const (
 	sendStream = "SEND"
 	archiver   = "archiver" // the syncer's consumer on every INBOX partition
+	// Offline push (internal/push): the syncer's consumer on every INBOX
+	// partition, the PUSH stream it publishes to and the bridge's consumer.
+	pusher     = "push"
+	pushStream = "PUSH"
+	pushBridge = "pushbridge"
 )
 
 func inboxStreams(partitions int) []string {
@@ -98,7 +106,11 @@ type perms struct {
 //     below a sequence and direct gets; the data lifecycle: lists and deletes device
 //     consumers of INBOX_<p>, reads a user's last entry and purges its
 //     subject (a deleted user's), and asks the admin API for a deleted
-//     user's revocation.
+//     user's revocation. Offline push: the push consumer on each
+//     INBOX_<p>, the PUSH stream (create, update, publish push.<uid>) and
+//     the bridge's consumer on it (create).
+//   - pushbridge: its consumer pushbridge on PUSH (info, pull, ack): no
+//     inbox, no send, no other stream.
 //
 // Nothing but admin may delete a stream or a consumer of SEND; nothing
 // but the syncer and admin may purge a stream, and the syncer only the
@@ -116,7 +128,12 @@ func table(partitions int) map[Role]perms {
 			[]string{"$JS.ACK." + st + ".>", "$JS.API.DIRECT.GET." + st + ".inbox." + ps + ".*"})
 		gwDeny = concat(gwDeny,
 			[]string{"$JS.API.CONSUMER.CREATE." + st + "." + archiver + ".>", "$JS.ACK." + st + "." + archiver + ".>"},
-			consumerCalls(st, archiver, "INFO", "MSG.NEXT", "RESET"))
+			consumerCalls(st, archiver, "INFO", "MSG.NEXT", "RESET"),
+			[]string{"$JS.API.CONSUMER.CREATE." + st + "." + pusher + ".>", "$JS.ACK." + st + "." + pusher + ".>"},
+			consumerCalls(st, pusher, "INFO", "MSG.NEXT", "RESET"))
+		// Offline push: the syncer's pusher reads every entry of the
+		// partition through its consumer.
+		sy = concat(sy, consumerCalls(st, pusher, "CREATE", "MSG.NEXT"), []string{"$JS.ACK." + st + "." + pusher + ".>"})
 		sy = concat(sy,
 			consumerCalls(st, archiver, "CREATE", "MSG.NEXT", "RESET"),
 			// Lifecycle: a user deletion and housekeeping delete device
@@ -130,9 +147,14 @@ func table(partitions int) map[Role]perms {
 				// purges a user's subject.
 				"$JS.API.STREAM.PURGE." + st, "$JS.API.DIRECT.GET." + st})
 	}
-	for _, st := range append([]string{sendStream}, inbox...) {
+	for _, st := range append([]string{sendStream, pushStream}, inbox...) {
 		sy = concat(sy, []string{"$JS.API.STREAM.CREATE." + st, "$JS.API.STREAM.UPDATE." + st})
 	}
+	// Offline push: the syncer publishes the events and creates the
+	// bridge's consumer; the bridge reads that consumer and acks (+NAK
+	// with a delay and +TERM travel on the same ack subjects).
+	sy = concat(sy, []string{"push.*"}, consumerCalls(pushStream, pushBridge, "CREATE"))
+	bridge := concat(consumerCalls(pushStream, pushBridge, "INFO", "MSG.NEXT"), []string{"$JS.ACK." + pushStream + "." + pushBridge + ".>"})
 	return map[Role]perms{
 		Gateway: {
 			pub:     concat(gw, []string{streamInfo, "send.*.*", "inbox.*.*", "inboxd.u.*.*.*"}),
@@ -149,7 +171,8 @@ func table(partitions int) map[Role]perms {
 			sub:       []string{"inboxd.admin.>", "$SRV.>"},
 			responses: true,
 		},
-		Admin: {pub: []string{">"}, sub: []string{">"}},
+		Admin:      {pub: []string{">"}, sub: []string{">"}},
+		PushBridge: {pub: bridge},
 	}
 }
 
