@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -56,7 +57,7 @@ func TestPermissionsNameTheDefinedStreams(t *testing.T) {
 	if c, err := streams.ArchiverConsumerConfig(); err != nil || c.Durable != archiver {
 		t.Errorf("natsauth names the archiver %q, jetstream/ %q (%v)", archiver, c.Durable, err)
 	}
-	if c, err := streams.PusherConsumerConfig(0); err != nil || c.Durable != pusher || c.PriorityGroups[0] != streams.PusherGroup {
+	if c, err := streams.PusherConsumerConfig(time.Now(), 0); err != nil || c.Durable != pusher || c.PriorityGroups[0] != streams.PusherGroup {
 		t.Errorf("natsauth names the pusher %q, jetstream/ %q (%v)", pusher, c.Durable, err)
 	}
 	if c, err := streams.PushBridgeConsumerConfig(); err != nil || c.Durable != pushBridge || pushStream != streams.PushStream {

@@ -152,12 +152,21 @@ func (p *Pusher) Run(ctx context.Context) error {
 	}
 	// The consumer must not redeliver an entry the pusher still holds: it
 	// holds one --push-after, then up to --push-collapse in a fold.
-	cfg, err := streams.PusherConsumerConfig(p.opts.After + p.opts.Collapse + time.Minute)
-	if err != nil {
-		return err
-	}
+	hold, now := p.opts.After+p.opts.Collapse+time.Minute, time.Now()
 	var wg sync.WaitGroup
 	for part := 0; part < p.opts.Layout.InboxPartitions; part++ {
+		start := now
+		old, err := p.js.Consumer(ctx, streams.InboxStream(part), streams.PusherConsumer)
+		switch {
+		case err == nil && old.CachedInfo().Config.OptStartTime != nil:
+			start = *old.CachedInfo().Config.OptStartTime
+		case err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound):
+			return fmt.Errorf("push: look up consumer on %s: %w", streams.InboxStream(part), err)
+		}
+		cfg, err := streams.PusherConsumerConfig(start, hold)
+		if err != nil {
+			return err
+		}
 		cons, err := p.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(part), cfg)
 		if err != nil {
 			return fmt.Errorf("push: consumer on %s: %w", streams.InboxStream(part), err)

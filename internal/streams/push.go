@@ -58,19 +58,24 @@ func PushBridgeConsumerConfig() (jetstream.ConsumerConfig, error) {
 }
 
 // PusherConsumerConfig returns the syncer's push consumer of an INBOX
-// partition, from jetstream/consumers/INBOX_push.json, with its ack_wait
-// raised to at least hold: the pusher holds an entry unacknowledged from
-// its delivery until it decided (--push-after, then up to --push-collapse
-// in a fold), and a redelivery meanwhile would only be skipped.
-func PusherConsumerConfig(hold time.Duration) (jetstream.ConsumerConfig, error) {
+// partition, from jetstream/consumers/INBOX_push.json, starting at start
+// and with its ack_wait raised to at least hold. Push is not retroactive:
+// the consumer starts when push was first turned on (the syncer keeps the
+// start of an existing consumer), and by start time rather than "new" so
+// that it can be reset to an earlier entry (a redelivery). The pusher
+// holds an entry unacknowledged from its delivery until it decided
+// (--push-after, then up to --push-collapse in a fold), and a redelivery
+// meanwhile would only be skipped.
+func PusherConsumerConfig(start time.Time, hold time.Duration) (jetstream.ConsumerConfig, error) {
 	var c jetstream.ConsumerConfig
 	if err := decode("consumers/INBOX_push.json", &c); err != nil {
 		return c, err
 	}
-	if c.Durable != PusherConsumer || len(c.PriorityGroups) != 1 || c.PriorityGroups[0] != PusherGroup {
-		return c, fmt.Errorf("streams: INBOX_push.json must define durable %s in priority group %s", PusherConsumer, PusherGroup)
+	if c.Durable != PusherConsumer || len(c.PriorityGroups) != 1 || c.PriorityGroups[0] != PusherGroup || c.DeliverPolicy != jetstream.DeliverByStartTimePolicy {
+		return c, fmt.Errorf("streams: INBOX_push.json must define durable %s in priority group %s, delivering by start time", PusherConsumer, PusherGroup)
 	}
 	c.AckWait = max(c.AckWait, hold)
+	c.OptStartTime = &start
 	return c, nil
 }
 
