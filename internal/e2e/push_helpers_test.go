@@ -44,12 +44,19 @@ type pushEnv struct {
 
 func startPushEnv(t *testing.T, after, collapse time.Duration) *pushEnv {
 	t.Helper()
+	return startPushEnvWith(t, func(c *config.Config) { c.PushAfter, c.PushCollapse = after, collapse })
+}
+
+// startPushEnvWith is startPushEnv with the configuration adjusted by set.
+func startPushEnvWith(t *testing.T, set func(*config.Config)) *pushEnv {
+	t.Helper()
 	db := testenv.Database(t)
 	e := &pushEnv{t: t}
 	e.nats = testnode.StartNode(t, testnode.Config(t, db), config.RoleEmbeddedNATS)
 	e.base = testnode.Config(t, db)
 	e.base.NATSURL = e.nats.NATS.ClientURL()
-	e.base.Push, e.base.PushAfter, e.base.PushCollapse = true, after, collapse
+	e.base.Push = true
+	set(&e.base)
 	e.startSyncer()
 	t.Cleanup(func() {
 		if e.syncer != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/client"
+	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/push"
 	"github.com/inboxd/inboxd/internal/push/bridge"
@@ -294,4 +295,32 @@ func bridgeAcked(e *pushEnv, n uint64) error {
 			info.AckFloor.Stream, info.NumAckPending, info.NumPending, n)
 	}
 	return nil
+}
+
+// With --push-body an event carries the newest message's text, cut to
+// push.MaxBody bytes; without it (every other test) none.
+func TestPushBodyOnlyWithPushBody(t *testing.T) {
+	e := startPushEnvWith(t, func(c *config.Config) {
+		c.PushAfter, c.PushCollapse, c.PushBody = time.Second, 0, true
+	})
+	conv := e.conv(false, 1, 2)
+	c, err := client.Dial(ctxT(t, 20*time.Second), client.Options{URL: "tcp://" + e.gw.Gateway.TCPAddr(), Token: testenv.Token(t, 1, "phone")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	long := strings.Repeat("ü", push.MaxBody) // 2 KB
+	if _, err := c.Send(ctxT(t, 20*time.Second), conv, "b1", long); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 30*time.Second, func() error {
+		evs := e.events()
+		if len(evs) != 1 {
+			return fmt.Errorf("%d push events, want 1", len(evs))
+		}
+		if !evs[0].BodyTruncated || evs[0].Body != long[:push.MaxBody] {
+			return fmt.Errorf("body of %d bytes, truncated %v; want the text's first %d bytes", len(evs[0].Body), evs[0].BodyTruncated, push.MaxBody)
+		}
+		return nil
+	})
 }

@@ -281,10 +281,13 @@ func (b *Bridge) deliver(ctx context.Context, m jetstream.Msg) {
 // backoff is the delay after failed attempt k: full jitter over an
 // exponentially growing cap.
 func (b *Bridge) backoff(attempt int) time.Duration {
-	ceiling := b.opts.RetryMax
-	if attempt-1 < 40 {
-		ceiling = min(b.opts.RetryMax, b.opts.RetryMin<<(attempt-1))
+	// Doubled step by step, not shifted: RetryMin<<(k-1) overflows int64
+	// from about the 35th attempt (1s) and would turn negative.
+	ceiling := b.opts.RetryMin
+	for i := 1; i < attempt && ceiling < b.opts.RetryMax; i++ {
+		ceiling *= 2
 	}
+	ceiling = min(ceiling, b.opts.RetryMax)
 	return time.Duration(rand.Int64N(int64(ceiling))) + time.Millisecond
 }
 
