@@ -166,7 +166,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	work := make(chan jetstream.Msg)
+	// Buffered, so that the delivery callback seldom blocks (it also
+	// takes the consumer's heartbeats); an event waits here at most two
+	// request timeouts, well within the consumer's ack_wait.
+	work := make(chan jetstream.Msg, 2*b.opts.Concurrency)
 	var wg sync.WaitGroup
 	for range b.opts.Concurrency {
 		wg.Add(1)
