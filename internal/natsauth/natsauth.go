@@ -128,12 +128,7 @@ func table(partitions int) map[Role]perms {
 			[]string{"$JS.ACK." + st + ".>", "$JS.API.DIRECT.GET." + st + ".inbox." + ps + ".*"})
 		gwDeny = concat(gwDeny,
 			[]string{"$JS.API.CONSUMER.CREATE." + st + "." + archiver + ".>", "$JS.ACK." + st + "." + archiver + ".>"},
-			consumerCalls(st, archiver, "INFO", "MSG.NEXT", "RESET"),
-			[]string{"$JS.API.CONSUMER.CREATE." + st + "." + pusher + ".>", "$JS.ACK." + st + "." + pusher + ".>"},
-			consumerCalls(st, pusher, "INFO", "MSG.NEXT", "RESET"))
-		// Offline push: the syncer's pusher reads every entry of the
-		// partition through its consumer.
-		sy = concat(sy, consumerCalls(st, pusher, "CREATE", "MSG.NEXT"), []string{"$JS.ACK." + st + "." + pusher + ".>"})
+			consumerCalls(st, archiver, "INFO", "MSG.NEXT", "RESET"))
 		sy = concat(sy,
 			consumerCalls(st, archiver, "CREATE", "MSG.NEXT", "RESET"),
 			// Lifecycle: a user deletion and housekeeping delete device
@@ -153,7 +148,17 @@ func table(partitions int) map[Role]perms {
 	// Offline push: the syncer publishes the events and creates the
 	// bridge's consumer; the bridge reads that consumer and acks (+NAK
 	// with a delay and +TERM travel on the same ack subjects).
-	sy = concat(sy, []string{"push.*"}, consumerCalls(pushStream, pushBridge, "CREATE"))
+	sy = concat(sy, []string{"push.*"}, consumerCalls(pushStream, pushBridge, "CREATE"),
+		// The pusher reads every INBOX partition through its consumer
+		// push. One grant over the stream token instead of one per
+		// partition: a credentials file's user JWT travels in the
+		// CONNECT line, which nats-server bounds (max_control_line, 4 KB
+		// by default). It also covers a consumer named push on SEND or
+		// PUSH, which adds nothing to what the steward of the streams
+		// may do (it updates them).
+		consumerCalls("*", pusher, "CREATE", "MSG.NEXT"), []string{"$JS.ACK.*." + pusher + ".>"})
+	gwDeny = concat(gwDeny, consumerCalls("*", pusher, "INFO", "MSG.NEXT", "RESET"),
+		[]string{"$JS.API.CONSUMER.CREATE.*." + pusher + ".>", "$JS.ACK.*." + pusher + ".>"})
 	bridge := concat(consumerCalls(pushStream, pushBridge, "INFO", "MSG.NEXT"), []string{"$JS.ACK." + pushStream + "." + pushBridge + ".>"})
 	return map[Role]perms{
 		Gateway: {
