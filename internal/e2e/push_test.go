@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/inboxd/inboxd/client"
+	"github.com/inboxd/inboxd/internal/admin"
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/push"
 	"github.com/inboxd/inboxd/internal/push/bridge"
+	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/testenv"
 )
 
@@ -323,4 +325,32 @@ func TestPushBodyOnlyWithPushBody(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A message whose sender was deleted before its push was decided is a
+// tombstone: no push event (the body is gone, and so is the sender).
+func TestPushSkipsTombstones(t *testing.T) {
+	const after = 6 * time.Second
+	e := startPushEnv(t, after, 0)
+	conv := e.conv(false, 1, 2)
+	e.send(1, conv, 1, "gone")
+	ac := &admin.Client{NC: e.admin}
+	if _, err := ac.DeleteUser(ctxT(t, 10*time.Second), admin.DeleteUserRequest{UID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 30*time.Second, func() error {
+		if d, err := ac.Deletion(ctxT(t, 10*time.Second), 1); err != nil || d.State != store.DeletionDone {
+			return fmt.Errorf("deletion of uid 1: %+v, %v", d, err)
+		}
+		return nil
+	})
+	checkFor(t, 30*time.Second, func() error {
+		if got := e.outcome(push.OutcomeTombstone); got != 1 {
+			return fmt.Errorf("%v tombstones decided, want uid 2's entry of the deleted sender's message", got)
+		}
+		return nil
+	})
+	if evs := e.events(); len(evs) != 0 {
+		t.Fatalf("push events for a deleted sender's message: %+v", evs)
+	}
 }
