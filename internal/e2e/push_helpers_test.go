@@ -33,7 +33,7 @@ import (
 // service's user, so the pusher and the bridge run with their real grants.
 // The syncer can be restarted alone.
 type pushEnv struct {
-	t      *testing.T
+	t      testing.TB
 	base   config.Config
 	nats   *node.Node
 	gw, fo *node.Node
@@ -42,13 +42,13 @@ type pushEnv struct {
 	ajs    jetstream.JetStream
 }
 
-func startPushEnv(t *testing.T, after, collapse time.Duration) *pushEnv {
+func startPushEnv(t testing.TB, after, collapse time.Duration) *pushEnv {
 	t.Helper()
 	return startPushEnvWith(t, func(c *config.Config) { c.PushAfter, c.PushCollapse = after, collapse })
 }
 
 // startPushEnvWith is startPushEnv with the configuration adjusted by set.
-func startPushEnvWith(t *testing.T, set func(*config.Config)) *pushEnv {
+func startPushEnvWith(t testing.TB, set func(*config.Config)) *pushEnv {
 	t.Helper()
 	db := testenv.Database(t)
 	e := &pushEnv{t: t}
@@ -181,7 +181,7 @@ type relayReq struct {
 	header http.Header
 }
 
-func newRelay(t *testing.T, respond func(n int, r *http.Request) int) *relay {
+func newRelay(t testing.TB, respond func(n int, r *http.Request) int) *relay {
 	rl := &relay{respond: respond}
 	if rl.respond == nil {
 		rl.respond = func(int, *http.Request) int { return http.StatusOK }
@@ -217,7 +217,7 @@ func (rl *relay) got() (reqs, accepted []relayReq) {
 }
 
 // waitAccepted waits until the relay accepted n requests.
-func (rl *relay) waitAccepted(t *testing.T, n int, within time.Duration) []relayReq {
+func (rl *relay) waitAccepted(t testing.TB, n int, within time.Duration) []relayReq {
 	t.Helper()
 	var acc []relayReq
 	checkFor(t, within, func() error {

@@ -357,3 +357,33 @@ func TestPushSkipsTombstones(t *testing.T) {
 		t.Fatalf("push events for a deleted sender's message: %+v", evs)
 	}
 }
+
+// BenchmarkPushGroupAllOffline measures how long the pusher takes to
+// publish the events of one message to a group whose members are all
+// offline (one event per member: they are in no collapse window), from
+// the message's decision time on (--push-after after its STORED).
+// Reported as events per second.
+func BenchmarkPushGroupAllOffline(b *testing.B) {
+	const members = 1000
+	e := startPushEnv(b, time.Second, 0)
+	uids := make([]int64, members)
+	for i := range uids {
+		uids[i] = int64(i + 1)
+	}
+	conv := createConvVia(b, e.admin, true, uids...)
+	b.ResetTimer()
+	var total time.Duration
+	for i := range b.N {
+		e.send(1, conv, 1, "bench"+strconv.Itoa(i))
+		start := time.Now()
+		want := (i + 1) * (members - 1)
+		checkFor(b, 5*time.Minute, func() error {
+			if got := int(e.outcome(push.OutcomePushed)); got < want {
+				return fmt.Errorf("%d of %d pushed", got, want)
+			}
+			return nil
+		})
+		total += time.Since(start) - time.Second // the decision waits --push-after (1s) after the send
+	}
+	b.ReportMetric(float64(b.N*(members-1))/total.Seconds(), "events/s")
+}

@@ -184,17 +184,17 @@ func (p *Pusher) Run(ctx context.Context) error {
 // republish publishes the events push_state holds as pending.
 func (p *Pusher) republish(ctx context.Context) error {
 	pend, err := pendingEvents(ctx, p.pool)
-	if err != nil {
+	if err != nil || len(pend) == 0 {
 		return err
 	}
-	for _, e := range pend {
-		if err := p.send(ctx, e.uid, e.n, e.payload); err != nil {
-			return err
-		}
+	uids, ns, payloads := make([]int64, len(pend)), make([]int64, len(pend)), make([][]byte, len(pend))
+	for i, e := range pend {
+		uids[i], ns[i], payloads[i] = e.uid, e.n, e.payload
 	}
-	if len(pend) > 0 {
-		p.log.Info("published the push events a previous syncer recorded", zap.Int("events", len(pend)))
+	if err := p.sendAll(ctx, uids, ns, payloads); err != nil {
+		return err
 	}
+	p.log.Info("published the push events a previous syncer recorded", zap.Int("events", len(pend)))
 	return nil
 }
 
@@ -401,12 +401,12 @@ func (p *Pusher) decideDue(ctx context.Context, pt *partition, now time.Time) er
 }
 
 // apply acts on the verdicts of items: each ends with a reason, or is
-// pushed now (the user's window is closed), or folded (it is open). An
-// event that could not be recorded leaves its items in a fold due at
-// once, so that the retry publishes them; the first such error is
-// returned.
+// pushed now (the user's window is closed), or folded (it is open). The
+// events pushed now are recorded and published as one batch; if they
+// could not be recorded, their items wait in folds due at once, so that
+// the retry publishes them.
 func (p *Pusher) apply(ctx context.Context, pt *partition, items []*item, vs []verdict, now time.Time) error {
-	push := map[int64][]*item{}
+	byUser := map[int64][]*item{}
 	var order []int64
 	last := map[int64]time.Time{}
 	for i, it := range items {
@@ -414,30 +414,31 @@ func (p *Pusher) apply(ctx context.Context, pt *partition, items []*item, vs []v
 			p.release(pt, it, o)
 			continue
 		}
-		if _, ok := push[it.uid]; !ok {
+		if _, ok := byUser[it.uid]; !ok {
 			order = append(order, it.uid)
 		}
-		push[it.uid] = append(push[it.uid], it)
+		byUser[it.uid] = append(byUser[it.uid], it)
 		last[it.uid] = vs[i].lastPushAt
 	}
-	var first error
+	var groups []group
 	for _, uid := range order {
 		if f, ok := pt.folds[uid]; ok {
-			f.items = append(f.items, push[uid]...)
+			f.items = append(f.items, byUser[uid]...)
 			continue
 		}
 		if due := last[uid].Add(p.opts.Collapse); !last[uid].IsZero() && now.Before(due) {
-			pt.folds[uid] = &fold{items: push[uid], due: due}
+			pt.folds[uid] = &fold{items: byUser[uid], due: due}
 			continue
 		}
-		if err := p.publish(ctx, pt, uid, push[uid], now); err != nil {
-			pt.folds[uid] = &fold{items: push[uid], due: now}
-			if first == nil {
-				first = err
-			}
-		}
+		groups = append(groups, group{uid, byUser[uid]})
 	}
-	return first
+	if err := p.publish(ctx, pt, groups, now); err != nil {
+		for _, g := range groups {
+			pt.folds[g.uid] = &fold{items: g.items, due: now}
+		}
+		return err
+	}
+	return nil
 }
 
 // reason is why the entry needs no push ("" when it does).
@@ -459,24 +460,35 @@ func (v verdict) reason() string {
 
 // flushFolds publishes the folds whose window closed: their entries are
 // decided again (a device may have confirmed them, or the user read them,
-// meanwhile), and what is left makes one event per user.
+// meanwhile), and what is left makes one event per user, published as
+// one batch.
 func (p *Pusher) flushFolds(ctx context.Context, pt *partition, now time.Time) error {
-	var due []int64
+	var due []*item
+	var uids []int64
 	for uid, f := range pt.folds {
 		if !f.due.After(now) {
-			due = append(due, uid)
+			uids = append(uids, uid)
+			due = append(due, f.items...)
 		}
 	}
-	slices.Sort(due)
-	for _, uid := range due {
+	if len(uids) == 0 {
+		return nil
+	}
+	slices.Sort(uids)
+	vs, err := verdicts(ctx, p.pool, due)
+	if err != nil {
+		return err
+	}
+	reasons := make(map[*item]string, len(due))
+	for i, it := range due {
+		reasons[it] = vs[i].reason()
+	}
+	var groups []group
+	for _, uid := range uids {
 		f := pt.folds[uid]
-		vs, err := verdicts(ctx, p.pool, f.items)
-		if err != nil {
-			return err
-		}
 		var left []*item
-		for i, it := range f.items {
-			if o := vs[i].reason(); o != "" {
+		for _, it := range f.items {
+			if o := reasons[it]; o != "" {
 				p.release(pt, it, o)
 				continue
 			}
@@ -487,65 +499,119 @@ func (p *Pusher) flushFolds(ctx context.Context, pt *partition, now time.Time) e
 			delete(pt.folds, uid)
 			continue
 		}
-		if err := p.publish(ctx, pt, uid, left, now); err != nil {
-			return err
-		}
-		delete(pt.folds, uid)
+		groups = append(groups, group{uid, left})
+	}
+	if err := p.publish(ctx, pt, groups, now); err != nil {
+		return err // the folds stay, due: the retry publishes them
+	}
+	for _, g := range groups {
+		delete(pt.folds, g.uid)
 	}
 	return nil
 }
 
-// publish records uid's next event covering items (in stream order),
-// publishes it and acknowledges the items.
-func (p *Pusher) publish(ctx context.Context, pt *partition, uid int64, items []*item, now time.Time) error {
-	newest := items[len(items)-1]
-	convs := map[int64]bool{}
-	for _, it := range items {
-		convs[it.e.ConvID] = true
+// group is one user's items, covered by one event.
+type group struct {
+	uid   int64
+	items []*item // in stream order
+}
+
+// publish records one event per group (one transaction), publishes them
+// and acknowledges their items. Once recorded, the events are published
+// whatever happens (now, or by the next syncer's start) and their items
+// are covered.
+func (p *Pusher) publish(ctx context.Context, pt *partition, groups []group, now time.Time) error {
+	if len(groups) == 0 {
+		return nil
 	}
-	ev := &Event{UID: uid, CollapseKey: CollapseKey(uid), ConvID: newest.e.ConvID, SenderUID: newest.e.SenderUID,
-		MsgID: newest.e.MsgID, ConvSeq: newest.e.ConvSeq, SentAtMs: newest.e.CreatedAtMs,
-		Messages: len(items), Conversations: len(convs), CreatedAtMs: now.UnixMilli()}
-	if ev.SentAtMs == 0 {
-		ev.SentAtMs = ids.Time(ev.MsgID).UnixMilli()
+	evs, upTo := make([]*Event, len(groups)), make([]uint64, len(groups))
+	for i, g := range groups {
+		newest := g.items[len(g.items)-1]
+		convs := map[int64]bool{}
+		for _, it := range g.items {
+			convs[it.e.ConvID] = true
+		}
+		ev := &Event{UID: g.uid, CollapseKey: CollapseKey(g.uid), ConvID: newest.e.ConvID, SenderUID: newest.e.SenderUID,
+			MsgID: newest.e.MsgID, ConvSeq: newest.e.ConvSeq, SentAtMs: newest.e.CreatedAtMs,
+			Messages: len(g.items), Conversations: len(convs), CreatedAtMs: now.UnixMilli()}
+		if ev.SentAtMs == 0 {
+			ev.SentAtMs = ids.Time(ev.MsgID).UnixMilli()
+		}
+		evs[i], upTo[i] = ev, newest.seq
 	}
-	payload, err := decideEvent(ctx, p.pool, ev, newest.seq, now, p.opts.Body)
+	payloads, err := decideEvents(ctx, p.pool, evs, upTo, now, p.opts.Body)
 	if err != nil {
 		return err
 	}
-	// Recorded: from here on the event is published (now, or by the next
-	// syncer's start), and the items are covered whatever happens.
-	if err := p.send(ctx, uid, ev.N, payload); err != nil {
+	uids, ns := make([]int64, len(evs)), make([]int64, len(evs))
+	for i, ev := range evs {
+		uids[i], ns[i] = ev.UID, ev.N
+	}
+	if err := p.sendAll(ctx, uids, ns, payloads); err != nil {
 		return err
 	}
-	for _, it := range items {
-		p.release(pt, it, OutcomePushed)
+	for i, g := range groups {
+		for _, it := range g.items {
+			p.release(pt, it, OutcomePushed)
+		}
+		pt.log.Debug("push event", zap.Int64("uid", g.uid), zap.String("id", evs[i].ID), zap.Int("messages", evs[i].Messages), zap.Int64("unread", evs[i].Unread))
 	}
-	p.events.Inc()
-	pt.log.Debug("push event", zap.Int64("uid", uid), zap.String("id", ev.ID), zap.Int("messages", ev.Messages), zap.Int64("unread", ev.Unread))
+	p.events.Add(float64(len(evs)))
 	return nil
 }
 
-// send publishes uid's event n, retrying until JetStream stores it (or
-// ctx ends), and clears it from pending.
-func (p *Pusher) send(ctx context.Context, uid, n int64, payload []byte) error {
-	msg := &nats.Msg{Subject: streams.PushSubject(uid), Data: payload,
-		Header: nats.Header{jetstream.MsgIDHeader: {EventID(uid, n)}}}
+// sendAll publishes the events (uid, n) with their payloads, pipelined,
+// retrying each until JetStream stores it (or ctx ends), and then clears
+// them from pending.
+func (p *Pusher) sendAll(ctx context.Context, uids, ns []int64, payloads [][]byte) error {
+	msg := func(i int) *nats.Msg {
+		return &nats.Msg{Subject: streams.PushSubject(uids[i]), Data: payloads[i],
+			Header: nats.Header{jetstream.MsgIDHeader: {EventID(uids[i], ns[i])}}}
+	}
+	futures := make([]jetstream.PubAckFuture, len(uids))
+	for i := range uids {
+		futures[i], _ = p.js.PublishMsgAsync(msg(i)) // a failure is retried below
+	}
+	for i, f := range futures {
+		if f != nil {
+			select {
+			case <-f.Ok():
+				continue
+			case <-f.Err():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err := p.send(ctx, msg(i)); err != nil {
+			return err
+		}
+	}
+	// Retried too: an event left pending would be published again at the
+	// next start, which the duplicate window (2 min) may no longer catch.
+	return p.retry(ctx, "mark push events published", func() error { return published(ctx, p.pool, uids, ns) })
+}
+
+// send publishes one event, retrying until JetStream stores it.
+func (p *Pusher) send(ctx context.Context, m *nats.Msg) error {
+	return p.retry(ctx, "publish push event "+m.Header.Get(jetstream.MsgIDHeader), func() error {
+		_, err := p.js.PublishMsg(ctx, m)
+		return err
+	})
+}
+
+// retry calls fn until it succeeds or ctx ends, backing off to 5s.
+func (p *Pusher) retry(ctx context.Context, what string, fn func() error) error {
 	delay := 100 * time.Millisecond
 	for {
-		_, err := p.js.PublishMsg(ctx, msg)
+		err := fn()
 		if err == nil {
-			break
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) {
-			p.log.Warn("push: publish event; retrying", zap.String("id", EventID(uid, n)), zap.Error(err))
-		} else {
-			p.log.Error("push: publish event; retrying", zap.String("id", EventID(uid, n)), zap.Error(err))
-		}
 		p.errors.Inc()
+		p.log.Warn("push: "+what+" failed; retrying", zap.Duration("in", delay), zap.Error(err))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -553,5 +619,4 @@ func (p *Pusher) send(ctx context.Context, uid, n int64, payload []byte) error {
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
-	return published(ctx, p.pool, uid, n)
 }

@@ -70,61 +70,93 @@ func verdicts(ctx context.Context, pool *pgxpool.Pool, items []*item) ([]verdict
 	return out, nil
 }
 
-// sqlUnread is the user's unread count as the summary computes it
+// sqlUnread is each user's unread count as the summary computes it
 // (store.Summary: last_seq − GREATEST(read_seq, joined_seq) over the
-// current memberships), in all and in one conversation.
+// current memberships), in all and in the event's conversation.
 const sqlUnread = `
-	SELECT coalesce(sum(c.last_seq - GREATEST(m.read_seq, m.joined_seq)), 0),
-	       coalesce(sum(c.last_seq - GREATEST(m.read_seq, m.joined_seq)) FILTER (WHERE m.conv_id = $2), 0)
-	FROM conv_member m JOIN conversation c ON c.conv_id = m.conv_id
-	WHERE m.uid = $1 AND m.left_seq IS NULL AND c.last_seq > GREATEST(m.read_seq, m.joined_seq)`
+	SELECT e.uid,
+	       coalesce(sum(c.last_seq - GREATEST(m.read_seq, m.joined_seq)), 0),
+	       coalesce(sum(c.last_seq - GREATEST(m.read_seq, m.joined_seq)) FILTER (WHERE m.conv_id = e.conv), 0)
+	FROM unnest($1::bigint[], $2::bigint[]) AS e(uid, conv)
+	JOIN conv_member m ON m.uid = e.uid AND m.left_seq IS NULL
+	JOIN conversation c ON c.conv_id = m.conv_id AND c.last_seq > GREATEST(m.read_seq, m.joined_seq)
+	GROUP BY e.uid`
 
-// decideEvent numbers uid's next event, fills in its counts (and body),
-// and records it in push_state in one transaction: covered_seq moves to
-// upTo, the collapse window opens at now, and the event waits in pending
-// until its publish is acknowledged. It returns the event's JSON.
-func decideEvent(ctx context.Context, pool *pgxpool.Pool, ev *Event, upTo uint64, now time.Time, body bool) ([]byte, error) {
-	var payload []byte
+// decideEvents numbers each user's next event, fills in its counts (and
+// body), and records the events in push_state in one transaction (one
+// commit for the batch): covered_seq moves to upTo, the user's collapse
+// window opens at now, and the event waits in pending until its publish
+// is acknowledged. It returns the events' JSON; evs are of distinct users.
+func decideEvents(ctx context.Context, pool *pgxpool.Pool, evs []*Event, upTo []uint64, now time.Time, body bool) ([][]byte, error) {
+	uids, convs, msgs := make([]int64, len(evs)), make([]int64, len(evs)), make([]int64, len(evs))
+	for i, ev := range evs {
+		uids[i], convs[i], msgs[i] = ev.UID, ev.ConvID, ev.MsgID
+	}
+	payloads := make([][]byte, len(evs))
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var n int64
-		err := tx.QueryRow(ctx, `SELECT events FROM push_state WHERE uid = $1 FOR UPDATE`, ev.UID).Scan(&n)
-		if err != nil && err != pgx.ErrNoRows {
+		n := map[int64]int64{}
+		rows, err := tx.Query(ctx, `SELECT uid, events FROM push_state WHERE uid = ANY($1::bigint[]) ORDER BY uid FOR UPDATE`, uids)
+		if err != nil {
 			return err
 		}
-		ev.N = n + 1
-		ev.ID = EventID(ev.UID, ev.N)
-		if err := tx.QueryRow(ctx, sqlUnread, ev.UID, ev.ConvID).Scan(&ev.Unread, &ev.ConvUnread); err != nil {
+		var uid, k, all, conv int64
+		if _, err := pgx.ForEachRow(rows, []any{&uid, &k}, func() error { n[uid] = k; return nil }); err != nil {
 			return err
 		}
+		unread := map[int64][2]int64{}
+		if rows, err = tx.Query(ctx, sqlUnread, uids, convs); err != nil {
+			return err
+		}
+		if _, err := pgx.ForEachRow(rows, []any{&uid, &all, &conv}, func() error { unread[uid] = [2]int64{all, conv}; return nil }); err != nil {
+			return err
+		}
+		texts := map[int64]string{}
 		if body {
-			var text string
-			err := tx.QueryRow(ctx, `SELECT body FROM msg_content WHERE msg_id = $1 AND kind <> $2`, ev.MsgID, kindDeleted).Scan(&text)
-			if err != nil && err != pgx.ErrNoRows {
+			rows, err := tx.Query(ctx, `SELECT msg_id, body FROM msg_content WHERE msg_id = ANY($1::bigint[]) AND kind <> $2`, msgs, kindDeleted)
+			if err != nil {
 				return err
 			}
-			ev.Body, ev.BodyTruncated = truncate(text, MaxBody)
+			var id int64
+			var text string
+			if _, err := pgx.ForEachRow(rows, []any{&id, &text}, func() error { texts[id] = text; return nil }); err != nil {
+				return err
+			}
 		}
-		if payload, err = json.Marshal(ev); err != nil {
-			return err
+		ns, seqs, pend := make([]int64, len(evs)), make([]int64, len(evs)), make([]string, len(evs))
+		for i, ev := range evs {
+			ev.N = n[ev.UID] + 1
+			ev.ID = EventID(ev.UID, ev.N)
+			ev.Unread, ev.ConvUnread = unread[ev.UID][0], unread[ev.UID][1]
+			if body {
+				ev.Body, ev.BodyTruncated = truncate(texts[ev.MsgID], MaxBody)
+			}
+			b, err := json.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			payloads[i], ns[i], seqs[i], pend[i] = b, ev.N, int64(upTo[i]), string(b)
 		}
 		_, err = tx.Exec(ctx, `
-			INSERT INTO push_state (uid, covered_seq, last_push_at, events, pending) VALUES ($1, $2, $3, $4, $5)
+			INSERT INTO push_state (uid, covered_seq, last_push_at, events, pending)
+			SELECT e.uid, e.seq, $3, e.n, e.pending FROM unnest($1::bigint[], $2::bigint[], $4::bigint[], $5::text[]) AS e(uid, seq, n, pending)
 			ON CONFLICT (uid) DO UPDATE SET covered_seq = GREATEST(push_state.covered_seq, EXCLUDED.covered_seq),
 				last_push_at = EXCLUDED.last_push_at, events = EXCLUDED.events, pending = EXCLUDED.pending`,
-			ev.UID, int64(upTo), now, ev.N, payload)
+			uids, seqs, now, ns, pend)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("push: record event of uid %d: %w", ev.UID, err)
+		return nil, fmt.Errorf("push: record %d events: %w", len(evs), err)
 	}
-	return payload, nil
+	return payloads, nil
 }
 
-// published clears uid's pending event n: JetStream stored it.
-func published(ctx context.Context, pool *pgxpool.Pool, uid, n int64) error {
-	_, err := pool.Exec(ctx, `UPDATE push_state SET pending = NULL WHERE uid = $1 AND events = $2`, uid, n)
+// published clears the pending events (uid, n) that JetStream stored.
+func published(ctx context.Context, pool *pgxpool.Pool, uids, ns []int64) error {
+	_, err := pool.Exec(ctx, `
+		UPDATE push_state p SET pending = NULL FROM unnest($1::bigint[], $2::bigint[]) AS e(uid, n)
+		WHERE p.uid = e.uid AND p.events = e.n`, uids, ns)
 	if err != nil {
-		return fmt.Errorf("push: mark event %s published: %w", EventID(uid, n), err)
+		return fmt.Errorf("push: mark %d events published: %w", len(uids), err)
 	}
 	return nil
 }
