@@ -16,6 +16,8 @@ import (
 	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/lifecycle"
 	"github.com/inboxd/inboxd/internal/ops"
+	"github.com/inboxd/inboxd/internal/push"
+	"github.com/inboxd/inboxd/internal/push/bridge"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
@@ -128,6 +130,23 @@ type Config struct {
 	// certificate and key, and the CA its peers' certificates are
 	// verified by; all three or none.
 	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
+	// Offline push (issue 10 item 5; the syncer, internal/push): off by
+	// default. A message entry is decided PushAfter after it was stored,
+	// a user gets at most one event per PushCollapse, and an event
+	// carries the text only with PushBody.
+	Push         bool
+	PushAfter    time.Duration
+	PushCollapse time.Duration
+	PushBody     bool
+
+	// The push bridge (cmd/pushbridge, internal/push/bridge): the relay's
+	// webhook and how deliveries are retried.
+	WebhookURL         string
+	WebhookSecret      string
+	WebhookTimeout     time.Duration
+	WebhookAttempts    int
+	RetryMin, RetryMax time.Duration
+	WebhookConcurrency int
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -136,6 +155,7 @@ type Config struct {
 // to no library and are written here.
 func Defaults() Config {
 	gw, fo, lc, cl := gateway.DefaultOptions(), fanout.DefaultOptions(), lifecycle.DefaultOptions(), archive.DefaultCleanupOptions()
+	pu, br := push.DefaultOptions(), bridge.DefaultOptions()
 	return Config{
 		NATSURL:     "nats://" + natsAddr,
 		DatabaseURL: store.DefaultURL,
@@ -182,6 +202,15 @@ func Defaults() Config {
 		CleanupMargin: cl.Margin,
 
 		Web: true,
+
+		PushAfter:    pu.After,
+		PushCollapse: pu.Collapse,
+
+		WebhookTimeout:     br.Timeout,
+		WebhookAttempts:    br.MaxAttempts,
+		RetryMin:           br.RetryMin,
+		RetryMax:           br.RetryMax,
+		WebhookConcurrency: br.Concurrency,
 	}
 }
 
@@ -195,6 +224,8 @@ func DefaultsFor(roles Role) Config {
 		c.HTTPAddr = "127.0.0.1:7073"
 	case RoleSyncer:
 		c.HTTPAddr = "127.0.0.1:7074"
+	case RolePushBridge:
+		c.HTTPAddr = "127.0.0.1:7075"
 	}
 	return c
 }
@@ -217,6 +248,9 @@ const (
 	RoleFanout
 	RoleSyncer
 	RoleEmbeddedNATS
+	// RolePushBridge is cmd/pushbridge alone (never with another role):
+	// the NATS login, the ops HTTP and the webhook flags.
+	RolePushBridge
 
 	// RoleAllInOne is cmd/inboxd: every service and the embedded NATS
 	// server in one process.
@@ -228,14 +262,16 @@ const (
 // has its variable: EnvVars) and the --config file.
 func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "file of \"flag value\" lines (# comments); the command line and the environment override it")
-	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "Postgres URL (env INBOXD_DATABASE_URL or DATABASE_URL)")
 	fs.StringVar(&c.HTTPAddr, "http", c.HTTPAddr, "ops HTTP address: /livez, /readyz, /healthz, /metrics (env INBOXD_HTTP)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env INBOXD_LOG_LEVEL)")
-	fs.IntVar(&c.Layout.InboxPartitions, "inbox-partitions", c.Layout.InboxPartitions, "INBOX_<p> partitions, fixed at install (env INBOXD_INBOX_PARTITIONS)")
-	fs.IntVar(&c.Layout.SendPartitions, "send-partitions", c.Layout.SendPartitions, "SEND partitions, fixed at install (env INBOXD_SEND_PARTITIONS)")
-	fs.StringVar(&c.DebugHTTPAddr, "debug-http", c.DebugHTTPAddr, "debug HTTP address, loopback only: /debug/pprof, /debug/sessions; unauthenticated (env INBOXD_DEBUG_HTTP; default off)")
 	fs.DurationVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "after SIGTERM/SIGINT, serve this long with /readyz 503 before closing connections; a second signal cuts it short (env INBOXD_DRAIN_DELAY)")
-	fs.BoolVar(&c.Dev, "dev", c.Dev, "allow the development secrets and passwords on addresses reachable beyond loopback, for a trial; logged loudly (env INBOXD_DEV)")
+	if roles != RolePushBridge { // the bridge has neither Postgres nor the streams' layout
+		fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "Postgres URL (env INBOXD_DATABASE_URL or DATABASE_URL)")
+		fs.IntVar(&c.Layout.InboxPartitions, "inbox-partitions", c.Layout.InboxPartitions, "INBOX_<p> partitions, fixed at install (env INBOXD_INBOX_PARTITIONS)")
+		fs.IntVar(&c.Layout.SendPartitions, "send-partitions", c.Layout.SendPartitions, "SEND partitions, fixed at install (env INBOXD_SEND_PARTITIONS)")
+		fs.StringVar(&c.DebugHTTPAddr, "debug-http", c.DebugHTTPAddr, "debug HTTP address, loopback only: /debug/pprof, /debug/sessions; unauthenticated (env INBOXD_DEBUG_HTTP; default off)")
+		fs.BoolVar(&c.Dev, "dev", c.Dev, "allow the development secrets and passwords on addresses reachable beyond loopback, for a trial; logged loudly (env INBOXD_DEV)")
+	}
 	if roles&RoleEmbeddedNATS != 0 {
 		fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory (JetStream file store under DIR/jetstream)")
 		fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "client address of the embedded NATS server (the nats CLI connects here)")
@@ -310,6 +346,21 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.Float64Var(&c.CleanupRate, "cleanup-rate", c.CleanupRate, "early cleanup purges per second at most (each holds its partition's stream lock for a moment)")
 		fs.DurationVar(&c.CleanupMargin, "cleanup-margin", c.CleanupMargin, "early cleanup keeps the new-device window as it was this long ago (a new device's first cursor write, clock skew)")
 	}
+	if roles&RoleSyncer != 0 {
+		fs.BoolVar(&c.Push, "push", c.Push, "offline push: publish a push event on push.<uid> (stream PUSH, read by cmd/pushbridge) for a message no device of its recipient confirmed within --push-after (env INBOXD_PUSH)")
+		fs.DurationVar(&c.PushAfter, "push-after", c.PushAfter, "decide a message's push this long after it was stored: pushed unless a device confirmed it or the user read it by then (env INBOXD_PUSH_AFTER)")
+		fs.DurationVar(&c.PushCollapse, "push-collapse", c.PushCollapse, "at most one push event per user this often; messages inside the window are folded into the next event (0: no collapse) (env INBOXD_PUSH_COLLAPSE)")
+		fs.BoolVar(&c.PushBody, "push-body", c.PushBody, "put the message text (at most 1 KB) into push events; off: the relay sees no text (env INBOXD_PUSH_BODY)")
+	}
+	if roles&RolePushBridge != 0 {
+		fs.StringVar(&c.WebhookURL, "webhook-url", c.WebhookURL, "the relay's webhook: each push event is POSTed to it as JSON (env INBOXD_WEBHOOK_URL; required)")
+		fs.StringVar(&c.WebhookSecret, "webhook-secret", c.WebhookSecret, "HMAC-SHA256 key of the Inboxd-Signature header of every request (env INBOXD_WEBHOOK_SECRET; default: unsigned)")
+		fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", c.WebhookTimeout, "bound of one webhook request (env INBOXD_WEBHOOK_TIMEOUT)")
+		fs.IntVar(&c.WebhookAttempts, "max-attempts", c.WebhookAttempts, "an event the webhook did not accept (2xx) after this many attempts is terminated and logged (env INBOXD_MAX_ATTEMPTS)")
+		fs.DurationVar(&c.RetryMin, "retry-min", c.RetryMin, "first retry delay cap; the cap doubles per attempt, the delay is random below it (env INBOXD_RETRY_MIN)")
+		fs.DurationVar(&c.RetryMax, "retry-max", c.RetryMax, "largest retry delay (env INBOXD_RETRY_MAX)")
+		fs.IntVar(&c.WebhookConcurrency, "concurrency", c.WebhookConcurrency, "webhook requests in flight at most (env INBOXD_CONCURRENCY)")
+	}
 	if roles&RoleFanout != 0 {
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023; -1: leased automatically, distinct per running fanout (a fixed one is leased too: a second fanout with it refuses to start) (env INBOXD_NODE_ID)")
 		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
@@ -319,10 +370,28 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 // ValidateSyncer checks what only the syncer's settings must agree on (a
 // gateway has --device-reap and no --device-forget).
 func (c *Config) ValidateSyncer() error {
+	if c.Push {
+		if err := c.PushOptions().Validate(); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
 	if c.DeviceForget > 0 && c.DeviceForget <= c.DeviceReap {
 		return fmt.Errorf("config: --device-forget %s must exceed --device-reap %s (a device is forgotten after its consumer was reaped), or be 0 (never)", c.DeviceForget, c.DeviceReap)
 	}
 	return nil
+}
+
+// PushOptions is the pusher's part of the configuration.
+func (c *Config) PushOptions() push.Options {
+	o := push.DefaultOptions()
+	o.Layout, o.After, o.Collapse, o.Body = c.Layout, c.PushAfter, c.PushCollapse, c.PushBody
+	return o
+}
+
+// BridgeOptions is the push bridge's part of the configuration.
+func (c *Config) BridgeOptions() bridge.Options {
+	return bridge.Options{URL: c.WebhookURL, Secret: c.WebhookSecret, Timeout: c.WebhookTimeout, MaxAttempts: c.WebhookAttempts,
+		RetryMin: c.RetryMin, RetryMax: c.RetryMax, Concurrency: c.WebhookConcurrency}
 }
 
 // Validate checks values flags cannot.

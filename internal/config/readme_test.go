@@ -18,10 +18,12 @@ var binaries = map[string]Role{
 	"gateway": RoleGateway,
 	"fanout":  RoleFanout,
 	"syncer":  RoleSyncer,
+
+	"pushbridge": RolePushBridge,
 }
 
 // binaryNames are the keys of binaries in a stable order (for the messages).
-var binaryNames = []string{"inboxd", "gateway", "fanout", "syncer"}
+var binaryNames = []string{"inboxd", "gateway", "fanout", "syncer", "pushbridge"}
 
 // flagsOf registers a binary's flags the way node.Main does.
 func flagsOf(binary string) *flag.FlagSet {

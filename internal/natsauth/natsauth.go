@@ -26,13 +26,16 @@ const (
 	Fanout  Role = "fanout"
 	Syncer  Role = "syncer"
 	Admin   Role = "admin"
+	// PushBridge is cmd/pushbridge: it reads its consumer of the PUSH
+	// stream and nothing else.
+	PushBridge Role = "pushbridge"
 	// AllInOne is the single connection of the all-in-one process: the union
 	// of the three service roles.
 	AllInOne Role = "inboxd"
 )
 
 // Roles lists every user of a split deployment.
-var Roles = []Role{Gateway, Fanout, Syncer, Admin}
+var Roles = []Role{Gateway, Fanout, Syncer, Admin, PushBridge}
 
 // InboxPrefix is the reply-subject prefix of a role's connections
 // (nats.CustomInboxPrefix). Each role may subscribe only below its own, so
@@ -45,6 +48,11 @@ func InboxPrefix(r Role) string { return "_INBOX." + string(r) }
 const (
 	sendStream = "SEND"
 	archiver   = "archiver" // the syncer's consumer on every INBOX partition
+	// Offline push (internal/push): the syncer's consumer on every INBOX
+	// partition, the PUSH stream it publishes to and the bridge's consumer.
+	pusher     = "push"
+	pushStream = "PUSH"
+	pushBridge = "pushbridge"
 )
 
 // The leases bucket (internal/lease): the syncer creates it and holds
@@ -119,7 +127,11 @@ type perms struct {
 //     consumers of INBOX_<p>, reads a user's last entry and purges its
 //     subject (a deleted user's), and asks the admin API for a deleted
 //     user's revocation; creates the leases bucket and holds its
-//     singleton jobs' lease (key syncer.leader).
+//     singleton jobs' lease (key syncer.leader). Offline push: the push consumer on each
+//     INBOX_<p>, the PUSH stream (create, update, publish push.<uid>) and
+//     the bridge's consumer on it (create).
+//   - pushbridge: its consumer pushbridge on PUSH (info, pull, ack): no
+//     inbox, no send, no other stream.
 //
 // Nothing but admin may delete a stream or a consumer of SEND; nothing
 // but the syncer and admin may purge a stream, and the syncer only the
@@ -155,9 +167,24 @@ func table(partitions int) map[Role]perms {
 				// purges a user's subject.
 				"$JS.API.STREAM.PURGE." + st, "$JS.API.DIRECT.GET." + st})
 	}
-	for _, st := range append([]string{sendStream}, inbox...) {
+	for _, st := range append([]string{sendStream, pushStream}, inbox...) {
 		sy = concat(sy, []string{"$JS.API.STREAM.CREATE." + st, "$JS.API.STREAM.UPDATE." + st})
 	}
+	// Offline push: the syncer publishes the events and creates the
+	// bridge's consumer; the bridge reads that consumer and acks (+NAK
+	// with a delay and +TERM travel on the same ack subjects).
+	sy = concat(sy, []string{"push.*"}, consumerCalls(pushStream, pushBridge, "CREATE"),
+		// The pusher reads every INBOX partition through its consumer
+		// push. One grant over the stream token instead of one per
+		// partition: a credentials file's user JWT travels in the
+		// CONNECT line, which nats-server bounds (max_control_line, 4 KB
+		// by default). It also covers a consumer named push on SEND or
+		// PUSH, which adds nothing to what the steward of the streams
+		// may do (it updates them).
+		consumerCalls("*", pusher, "CREATE", "MSG.NEXT"), []string{"$JS.ACK.*." + pusher + ".>"})
+	gwDeny = concat(gwDeny, consumerCalls("*", pusher, "INFO", "MSG.NEXT", "RESET"),
+		[]string{"$JS.API.CONSUMER.CREATE.*." + pusher + ".>", "$JS.ACK.*." + pusher + ".>"})
+	bridge := concat(consumerCalls(pushStream, pushBridge, "INFO", "MSG.NEXT"), []string{"$JS.ACK." + pushStream + "." + pushBridge + ".>"})
 	return map[Role]perms{
 		Gateway: {
 			pub:     concat(gw, []string{streamInfo, "send.*.*", "inbox.*.*", "inboxd.u.*.*.*"}),
@@ -179,7 +206,8 @@ func table(partitions int) map[Role]perms {
 			sub:       []string{"inboxd.admin.>", "$SRV.>"},
 			responses: true,
 		},
-		Admin: {pub: []string{">"}, sub: []string{">"}},
+		Admin:      {pub: []string{">"}, sub: []string{">"}},
+		PushBridge: {pub: bridge},
 	}
 }
 

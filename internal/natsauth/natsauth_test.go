@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -57,6 +58,12 @@ func TestPermissionsNameTheDefinedStreams(t *testing.T) {
 	}
 	if c, err := streams.ArchiverConsumerConfig(); err != nil || c.Durable != archiver {
 		t.Errorf("natsauth names the archiver %q, jetstream/ %q (%v)", archiver, c.Durable, err)
+	}
+	if c, err := streams.PusherConsumerConfig(time.Now(), 0); err != nil || c.Durable != pusher || c.PriorityGroups[0] != streams.PusherGroup {
+		t.Errorf("natsauth names the pusher %q, jetstream/ %q (%v)", pusher, c.Durable, err)
+	}
+	if c, err := streams.PushBridgeConsumerConfig(); err != nil || c.Durable != pushBridge || pushStream != streams.PushStream {
+		t.Errorf("natsauth names the bridge %q on %q, jetstream/ %q on %q (%v)", pushBridge, pushStream, c.Durable, streams.PushStream, err)
 	}
 	for p, st := range inboxStreams(4) {
 		if st != streams.InboxStream(p) {

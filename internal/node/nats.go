@@ -84,12 +84,16 @@ func (n *Node) startNATS(cfg config.Config, roles config.Role) (natsLogin, error
 	login := natsLogin{role: natsauth.AllInOne}
 	pw := map[natsauth.Role]string{natsauth.Admin: natsauth.Password(natsauth.Admin)}
 	if roles&^config.RoleEmbeddedNATS == 0 {
-		for _, r := range []natsauth.Role{natsauth.Gateway, natsauth.Fanout, natsauth.Syncer} {
+		for _, r := range []natsauth.Role{natsauth.Gateway, natsauth.Fanout, natsauth.Syncer, natsauth.PushBridge} {
 			pw[r] = natsauth.Password(r)
 		}
 	} else {
 		login.user, login.password = string(natsauth.AllInOne), natsauth.Random()
 		pw[natsauth.AllInOne] = login.password
+		if cfg.Push {
+			// The push bridge runs beside the all-in-one (cmd/pushbridge).
+			pw[natsauth.PushBridge] = natsauth.Password(natsauth.PushBridge)
+		}
 	}
 	if pw[natsauth.Admin] == natsauth.DevPassword(natsauth.Admin) {
 		n.log.Warn("embedded NATS: the admin user has the development password; set INBOXD_NATS_PASSWORD_ADMIN in production")

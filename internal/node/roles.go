@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,14 +17,15 @@ import (
 	"github.com/inboxd/inboxd/internal/gateway"
 	"github.com/inboxd/inboxd/internal/lifecycle"
 	"github.com/inboxd/inboxd/internal/ops"
+	"github.com/inboxd/inboxd/internal/push"
 	"github.com/inboxd/inboxd/internal/retention"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
 
 // startSyncer starts the admin API, the archiver, the early cleanup, the
-// retention job and the lifecycle jobs (user deletion, housekeeping), whose loops run until
-// run ends.
+// retention job, the lifecycle jobs (user deletion, housekeeping) and,
+// with --push, the pusher, whose loops run until run ends.
 func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
 	var err error
 	// The syncer's JetStream calls are counted (inboxd_jetstream_api_*).
@@ -81,6 +83,44 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 		singletons["early cleanup"] = cl.Run
 	}
 	n.singletonJobs(run, n.leases, holderName(cfg), singletons)
+	if cfg.Push {
+		if err := n.startPush(run, cfg, roles, login, js, reg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startPush creates the PUSH stream and the bridge's consumer and starts
+// the pusher (internal/push). Like the archiver it reads every inbox
+// entry: on a connection of its own in a process with other roles.
+func (n *Node) startPush(run context.Context, cfg config.Config, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
+	ctx, cancel := context.WithTimeout(run, 60*time.Second)
+	defer cancel()
+	if err := streams.EnsurePush(ctx, js); err != nil {
+		return err
+	}
+	pjs, closeConn := js, func() {}
+	if roles&(config.RoleGateway|config.RoleFanout) != 0 {
+		nc, err := login.connect("inboxd-push", n.log)
+		if err != nil {
+			return err
+		}
+		closeConn = nc.Close
+		if pjs, err = jetstream.New(nc); err != nil {
+			nc.Close()
+			return err
+		}
+	}
+	p, err := push.New(cfg.PushOptions(), n.log.Named("push"), pjs, n.Store.Pool, reg)
+	if err != nil {
+		closeConn()
+		return err
+	}
+	n.runLoop(run, "push", func(ctx context.Context) error {
+		defer closeConn()
+		return p.Run(ctx)
+	})
 	return nil
 }
 

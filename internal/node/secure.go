@@ -84,12 +84,15 @@ func devSecrets(cfg config.Config, roles config.Role) []devSecret {
 	}
 	services := roles&^config.RoleEmbeddedNATS != 0
 	if roles&config.RoleEmbeddedNATS != 0 {
-		// The embedded server's users (startNATS): admin always, the
-		// services' users when it is alone (--nats-only); the all-in-one
+		// The embedded server's users (startNATS): admin always (and the
+		// push bridge's with --push), the services' users and the push
+		// bridge's when it is alone (--nats-only); the all-in-one
 		// process's own user has a fresh password.
 		users := []natsauth.Role{natsauth.Admin}
 		if !services {
-			users = append(users, natsauth.Gateway, natsauth.Fanout, natsauth.Syncer)
+			users = append(users, natsauth.Gateway, natsauth.Fanout, natsauth.Syncer, natsauth.PushBridge)
+		} else if cfg.Push {
+			users = append(users, natsauth.PushBridge)
 		}
 		for _, r := range users {
 			if natsauth.Password(r) == natsauth.DevPassword(r) {

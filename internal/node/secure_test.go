@@ -88,8 +88,13 @@ func TestCheckExposure(t *testing.T) {
 		{"inboxd --nats-only: every service user's password", config.RoleEmbeddedNATS, func(t *testing.T, c *config.Config) {
 			clearNATSPasswords(t)
 			c.NATSListen = "0.0.0.0:4222"
-		}, []string{"user admin", "user gateway", "user fanout", "user syncer", ", while --nats-listen 0.0.0.0:4222 is reachable",
-			"set INBOXD_NATS_PASSWORD_ADMIN, set INBOXD_NATS_PASSWORD_GATEWAY, set INBOXD_NATS_PASSWORD_FANOUT, set INBOXD_NATS_PASSWORD_SYNCER or pass --dev"}},
+		}, []string{"user admin", "user gateway", "user fanout", "user syncer", "user pushbridge", ", while --nats-listen 0.0.0.0:4222 is reachable",
+			"set INBOXD_NATS_PASSWORD_ADMIN, set INBOXD_NATS_PASSWORD_GATEWAY, set INBOXD_NATS_PASSWORD_FANOUT, set INBOXD_NATS_PASSWORD_SYNCER, set INBOXD_NATS_PASSWORD_PUSHBRIDGE or pass --dev"}},
+		{"the all-in-one with --push: the push bridge's user", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
+			t.Setenv(natsPasswordEnv(natsauth.Admin), "admin-pw")
+			t.Setenv(natsPasswordEnv(natsauth.PushBridge), "")
+			c.Push, c.NATSListen = true, "0.0.0.0:4222"
+		}, []string{"the embedded NATS user pushbridge has the development password", "set INBOXD_NATS_PASSWORD_PUSHBRIDGE"}},
 		{"the Postgres development password", config.RoleAllInOne, func(t *testing.T, c *config.Config) {
 			c.DatabaseURL, c.WSAddr = "postgres://inboxd:inboxd@127.0.0.1:5432/inboxd", "0.0.0.0:7070"
 		}, []string{"--database-url has the development password and --ws 0.0.0.0:7070", "set DATABASE_URL"}},
