@@ -49,7 +49,8 @@ func TestQuickDevices(t *testing.T) {
 	}
 	// Connected devices idle past the (quick: 5 s) reap may lose theirs
 	// too; an offline device must not hold one.
-	if c, o := m["consumers_steady"].(float64), m["online"].(float64); c > o {
+	c, _ := m["consumers_steady"].(float64)
+	if o, _ := m["online"].(float64); c > o {
 		t.Errorf("%v device consumers after the reap with %v devices online: offline devices' consumers were not reaped", c, o)
 	}
 }
