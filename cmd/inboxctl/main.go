@@ -13,7 +13,7 @@
 //	inboxctl user revoke --uid U [--device D]
 //	inboxctl user delete --uid U [--again] [--timeout 10m] [--no-wait]
 //	inboxctl usage
-//	inboxctl streams export --dir DIR [--hot-window 720h]
+//	inboxctl streams export --dir DIR [--hot-window 720h] [--replicas N]
 //	inboxctl streams set [--hot-window D] [--replicas N]
 //
 // Connection flags (each command): --nats URL (admin API), --url URL

@@ -87,11 +87,15 @@ func streamsExportCmd(args []string) int {
 	fs.IntVar(&l.InboxPartitions, "inbox-partitions", l.InboxPartitions, "INBOX partitions")
 	fs.IntVar(&l.SendPartitions, "send-partitions", l.SendPartitions, "SEND partitions")
 	hot := fs.Duration("hot-window", streams.DefaultHotWindow, "hot window recorded on the INBOX streams")
+	replicas := fs.Int("replicas", streams.DefaultReplicas, "num_replicas of SEND and the INBOX streams: 1, 3 or 5")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if err := l.Validate(); err != nil {
 		return fail(err)
+	}
+	if err := streams.ValidateReplicas(*replicas); err != nil {
+		return fail(fmt.Errorf("--replicas: %w", err))
 	}
 	if err := streams.ValidateHotWindow(*hot); err != nil {
 		return fail(err)
@@ -110,6 +114,7 @@ func streamsExportCmd(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	send.Replicas = *replicas
 	if err := write("SEND.json", send); err != nil {
 		return fail(err)
 	}
@@ -120,6 +125,7 @@ func streamsExportCmd(args []string) int {
 			return fail(err)
 		}
 		streams.SetHotWindow(&c, *hot)
+		c.Replicas = *replicas
 		name := c.Name + ".json"
 		if err := write(name, c); err != nil {
 			return fail(err)
