@@ -104,7 +104,8 @@ func TestStreamsSetScalesReplicas(t *testing.T) {
 		t.Fatalf("start with --replicas 3 on R1 streams: %v; want an error naming --replicas and the command", err)
 	}
 
-	all := 1 + cfg.Layout.InboxPartitions
+	// SEND, every INBOX partition and the leases bucket the node created.
+	all := 1 + cfg.Layout.InboxPartitions + 1
 	out, code, _ := runIn(t, context.Background(), "streams", "set", "--replicas", "3", "--nats", c.URLs())
 	if code != 0 || len(out) != 1 || out[0]["replicas"] != float64(3) || len(out[0]["changed"].([]any)) != all {
 		t.Fatalf("streams set --replicas 3: exit %d, %v", code, out)

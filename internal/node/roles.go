@@ -97,7 +97,7 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 func (n *Node) startPush(run context.Context, cfg config.Config, roles config.Role, login natsLogin, js jetstream.JetStream, reg prometheus.Registerer) error {
 	ctx, cancel := context.WithTimeout(run, 60*time.Second)
 	defer cancel()
-	if err := streams.EnsurePush(ctx, js); err != nil {
+	if err := streams.EnsurePush(ctx, js, cfg.Replicas); err != nil {
 		return err
 	}
 	pjs, closeConn := js, func() {}

@@ -12,7 +12,7 @@ import (
 
 // The pusher's Postgres reads and writes: the decision's inputs (device
 // cursors, read state, the message's row, the user's push_state) and the
-// push_state row of each event (sql/010_push.sql).
+// push_state row of each event (sql/009_push.sql).
 
 // verdict is what Postgres says about one entry at decision time.
 type verdict struct {

@@ -80,10 +80,18 @@ func PusherConsumerConfig(start time.Time, hold time.Duration) (jetstream.Consum
 }
 
 // EnsurePush creates or updates the PUSH stream and the bridge's consumer.
-func EnsurePush(ctx context.Context, js jetstream.JetStream) error {
+// A new PUSH stream gets replicas (--replicas); an existing one keeps its
+// count, which `inboxctl streams set --replicas` changes with the others.
+func EnsurePush(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	s, err := PushStreamConfig()
 	if err != nil {
 		return err
+	}
+	s.Replicas = replicas
+	if have, err := js.Stream(ctx, PushStream); err == nil {
+		s.Replicas = replicasOf(have.CachedInfo().Config)
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("streams: look up %s: %w", PushStream, err)
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, s); err != nil {
 		return fmt.Errorf("streams: ensure %s: %w", s.Name, err)

@@ -111,8 +111,8 @@ func replicasOf(c jetstream.StreamConfig) int {
 	return max(c.Replicas, 1)
 }
 
-// ChangeReplicas sets replica count n on SEND and every INBOX partition of
-// the installation (their count is INBOX_0's record) and returns the
+// ChangeReplicas sets replica count n on SEND, every INBOX partition of
+// the installation (their count is INBOX_0's record), PUSH and the leases bucket, and returns the
 // streams it changed; running it again changes nothing. JetStream copies
 // the data to the new peers in the background (`nats stream report` shows
 // the replicas catching up); the streams' fanout and archiver consumers
@@ -146,8 +146,33 @@ func ChangeReplicas(ctx context.Context, js jetstream.JetStream, n int) (changed
 		}
 		changed = append(changed, name)
 	}
+	// The streams that exist only in some installations follow too: PUSH
+	// (with --push) and the leases bucket (internal/lease), so that no
+	// part of an R3 installation stays on one server.
+	for _, name := range optionalStreams {
+		s, err := js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return changed, fmt.Errorf("streams: look up %s: %w", name, err)
+		}
+		c := s.CachedInfo().Config
+		if replicasOf(c) == n {
+			continue
+		}
+		c.Replicas = n
+		if err := updateWithRetry(ctx, js, c); err != nil {
+			return changed, fmt.Errorf("streams: set --replicas %d on %s: %w", n, name, err)
+		}
+		changed = append(changed, name)
+	}
 	return changed, nil
 }
+
+// optionalStreams are the streams ChangeReplicas scales when they exist:
+// PUSH and the stream of the leases bucket (lease.Bucket).
+var optionalStreams = []string{PushStream, "KV_inboxd_leases"}
 
 // updateWithRetry updates a stream, retrying while the cluster is busy
 // (see retryable).
