@@ -122,7 +122,8 @@ func (s *session) endForEpoch() {
 // positions or not, must reach the device from a session of the new one.
 func (g *Gateway) epochsChanged(changed map[int]uint64) {
 	for _, s := range g.router.all() {
-		if e, ok := changed[s.p]; ok && s.epoch.Load() != e {
+		// A session still opening (epoch 0) reads the stream's epoch itself.
+		if e, ok := changed[s.p]; ok && s.epoch.Load() != 0 && s.epoch.Load() != e {
 			s.endForEpoch()
 		}
 	}

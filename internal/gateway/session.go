@@ -122,7 +122,15 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 		g.router.unregister(s)
 		c.setSession(nil)
 		s.cancel()
-		close(s.done)
+		// The connection may have closed the session meanwhile (replaced,
+		// or its stream recreated): then close's goroutine closes done.
+		s.mu.Lock()
+		already := s.closed
+		s.closed = true
+		s.mu.Unlock()
+		if !already {
+			close(s.done)
+		}
 		return nil, 0, err
 	}
 	s.mu.Lock()
