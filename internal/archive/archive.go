@@ -130,8 +130,9 @@ func (a *Archiver) Run(ctx context.Context) error {
 	// The first start of every partition is checked here, so that a
 	// configuration error fails the start.
 	first := make([]jetstream.Consumer, a.opts.Layout.InboxPartitions)
+	epochs := make([]uint64, len(first))
 	for p := range first {
-		if first[p], err = a.startPartition(ctx, p, cfg); err != nil {
+		if first[p], epochs[p], err = a.startPartition(ctx, p, cfg); err != nil {
 			return err
 		}
 	}
@@ -144,12 +145,12 @@ func (a *Archiver) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
-			cons := first[p]
+			cons, epoch := first[p], epochs[p]
 			for ctx.Err() == nil {
 				if cons != nil {
 					next, err := a.st.ArchivedThrough(ctx, p)
 					if err == nil {
-						a.runPartition(ctx, p, cons, next+1)
+						a.runPartition(ctx, p, epoch, cons, next+1)
 					}
 				}
 				select {
@@ -160,7 +161,7 @@ func (a *Archiver) Run(ctx context.Context) error {
 				// The consumer was lost (its stream with it): check the
 				// stream's epoch and start over on the stream there is.
 				var err error
-				if cons, err = a.startPartition(ctx, p, cfg); err != nil {
+				if cons, epoch, err = a.startPartition(ctx, p, cfg); err != nil {
 					a.log.Warn("restart the archiver of a partition", zap.Int("partition", p), zap.Error(err))
 				}
 			}
@@ -173,23 +174,25 @@ func (a *Archiver) Run(ctx context.Context) error {
 // startPartition checks partition p's stream epoch (epoch.go) and creates
 // the archiver's consumer on it, positioned right after what is archived:
 // entries a predecessor was handed and did not archive come back now, not
-// after ack_wait.
-func (a *Archiver) startPartition(ctx context.Context, p int, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+// after ack_wait. It returns the consumer and the stream epoch it reads.
+func (a *Archiver) startPartition(ctx context.Context, p int, cfg jetstream.ConsumerConfig) (jetstream.Consumer, uint64, error) {
 	recs, err := a.st.ArchiveEpochs(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if _, err := a.checkEpoch(ctx, a.log, p, recs[p]); err != nil {
-		return nil, fmt.Errorf("archive: stream epoch of %s: %w", streams.InboxStream(p), err)
+		return nil, 0, fmt.Errorf("archive: stream epoch of %s: %w", streams.InboxStream(p), err)
 	}
 	cons, err := a.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(p), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("archive: consumer on %s: %w", streams.InboxStream(p), err)
+		return nil, 0, fmt.Errorf("archive: consumer on %s: %w", streams.InboxStream(p), err)
 	}
-	mark, err := a.st.ArchivedThrough(ctx, p)
-	if err != nil {
-		return nil, err
+	// The epoch recorded after the consumer exists: a consumer of a stream
+	// that was replaced since gets its batches refused (ErrEpochChanged).
+	if recs, err = a.st.ArchiveEpochs(ctx); err != nil {
+		return nil, 0, err
 	}
+	mark := recs[p].Archived
 	if _, err := a.js.ResetConsumerToSequence(ctx, streams.InboxStream(p), cfg.Durable, mark+1); err != nil {
 		a.log.Warn("reset archiver", zap.Int("partition", p), zap.Error(err))
 	}
@@ -197,7 +200,7 @@ func (a *Archiver) startPartition(ctx context.Context, p int, cfg jetstream.Cons
 	case <-a.restart[p]: // this start handles it
 	default:
 	}
-	return cons, nil
+	return cons, recs[p].StreamEpoch, nil
 }
 
 // restartPartition makes partition p's archiver start over (its stream
@@ -215,7 +218,7 @@ func (a *Archiver) restartPartition(p int) {
 // of sequences: a delivery that skips ahead (entries handed to a pull
 // request nobody read, a predecessor that died holding them) is not
 // archived; the consumer is put back at the first missing sequence.
-func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consumer, next uint64) {
+func (a *Archiver) runPartition(ctx context.Context, p int, epoch uint64, cons jetstream.Consumer, next uint64) {
 	log := a.log.With(zap.Int("partition", p))
 	in := make(chan jetstream.Msg, 2*a.opts.BatchSize)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -317,10 +320,18 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 			continue
 		}
 		for {
-			err := a.st.ArchiveBatch(ctx, p, entries, quarantined, upTo)
+			err := a.st.ArchiveBatchOf(ctx, p, epoch, entries, quarantined, upTo)
 			if err == nil {
 				delay = 50 * time.Millisecond
 				break
+			}
+			if errors.Is(err, store.ErrEpochChanged) {
+				// Read from a stream that was lost meanwhile; the new one
+				// took the sequences after the mark (epoch.go).
+				a.lost.Add(float64(len(entries) + len(quarantined)))
+				log.Error("inbox entries of a lost stream were not archived in time: gone with it",
+					zap.Uint64("up_to_seq", upTo), zap.Int("entries", len(entries)+len(quarantined)))
+				return
 			}
 			a.errors.Inc()
 			if ctx.Err() != nil {

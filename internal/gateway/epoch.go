@@ -35,14 +35,17 @@ type streamEpoch struct {
 }
 
 // currentEpoch reads the stream's epoch from the server (fresh: the cached
-// one may be a refresh behind a recreation) and the epoch's start from the
-// archive record when it is about this stream.
-func (dc *deviceConsumer) currentEpoch(ctx context.Context) (streamEpoch, error) {
+// one may be a refresh behind a recreation) and, when withStart, the
+// epoch's start from the archive record if it is about this stream.
+func (dc *deviceConsumer) currentEpoch(ctx context.Context, withStart bool) (streamEpoch, error) {
 	s, err := dc.js.Stream(ctx, dc.stream)
 	if err != nil {
 		return streamEpoch{}, fmt.Errorf("stream %s: %w", dc.stream, err)
 	}
 	ep := streamEpoch{epoch: uint64(s.CachedInfo().Created.UnixNano())}
+	if !withStart {
+		return ep, nil
+	}
 	recs, err := dc.epochs.ArchiveEpochs(ctx)
 	if err != nil {
 		return ep, err
@@ -80,8 +83,11 @@ func (dc *deviceConsumer) epochForOpen(ctx context.Context, mirror store.DeviceC
 	if cached := dc.parts.get(dc.p).epoch; !useMirror && cached != 0 {
 		return streamEpoch{epoch: cached}, mirror, nil
 	}
-	ep, err := dc.currentEpoch(ctx)
-	if err != nil {
+	ep, err := dc.currentEpoch(ctx, false)
+	if err != nil || mirror.Epoch == ep.epoch {
+		return ep, mirror, err // the mirror is of this stream: no start needed
+	}
+	if ep, err = dc.currentEpoch(ctx, true); err != nil {
 		return ep, mirror, err
 	}
 	mirror, err = mirrorIn(mirror, ep)

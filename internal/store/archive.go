@@ -53,6 +53,19 @@ func (s *Store) ArchiveEntries(ctx context.Context, p int, entries []ArchivedEnt
 // which go to inbox_quarantine in the same transaction: every entry of p up
 // to upTo must be in entries or quarantined, or archived before.
 func (s *Store) ArchiveBatch(ctx context.Context, p int, entries []ArchivedEntry, quarantined []QuarantinedEntry, upTo uint64) error {
+	return s.ArchiveBatchOf(ctx, p, 0, entries, quarantined, upTo)
+}
+
+// ErrEpochChanged: the partition's stream is not the one a batch was read
+// from any more (epochs.go).
+var ErrEpochChanged = errors.New("store: the partition's stream epoch changed")
+
+// ArchiveBatchOf is ArchiveBatch for entries read from the stream of
+// epoch (0: any): if another stream's epoch was recorded meanwhile (the
+// stream was lost and recreated, its sequences renumbered) the batch is
+// not stored and ErrEpochChanged returned; its entries were of a stream
+// that is gone, and their sequences may be the new stream's.
+func (s *Store) ArchiveBatchOf(ctx context.Context, p int, epoch uint64, entries []ArchivedEntry, quarantined []QuarantinedEntry, upTo uint64) error {
 	n := len(entries)
 	uids, seqs, msgs, convs, cseqs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	kinds, events := make([]int16, n), make([]int16, n)
@@ -78,6 +91,16 @@ func (s *Store) ArchiveBatch(ctx context.Context, p int, entries []ArchivedEntry
 		ON CONFLICT (partition) DO UPDATE
 		SET archived_seq = GREATEST(archive_progress.archived_seq, EXCLUDED.archived_seq), updated_at = now()`, p, int64(upTo))
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if epoch != 0 {
+			var have int64
+			err := tx.QueryRow(ctx, `SELECT stream_epoch FROM archive_progress WHERE partition = $1 FOR UPDATE`, p).Scan(&have)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			if have != 0 && uint64(have) != epoch {
+				return ErrEpochChanged
+			}
+		}
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -43,21 +44,32 @@ func (s *Store) ArchiveEpochs(ctx context.Context) (map[int]ArchiveEpoch, error)
 	return out, nil
 }
 
+// ErrMarkMoved: the archive mark rose above a new epoch's start meanwhile
+// (a batch of the lost stream committed): the stream must be numbered
+// above it again.
+var ErrMarkMoved = errors.New("store: the archive mark rose above the new stream's first sequence")
+
 // RecordEpoch records that partition p's stream is the one created at
-// epoch, whose sequences start at start (0: the installation's first
+// epoch, whose sequences start at start (0 or 1: the installation's first
 // stream), and raises the archive mark to start-1: no entry below start
 // exists in that stream, and the ones of the stream before that were not
-// archived are gone with it.
+// archived are gone with it. It fails with ErrMarkMoved if the mark is at
+// or above start already (an archive batch of the stream before committed
+// after start was chosen: its entries hold sequences from start on).
 func (s *Store) RecordEpoch(ctx context.Context, p int, epoch, start uint64) error {
-	_, err := s.Pool.Exec(ctx, `
+	tag, err := s.Pool.Exec(ctx, `
 		INSERT INTO archive_progress (partition, archived_seq, stream_epoch, epoch_start, updated_at)
 		VALUES ($1, GREATEST($3::bigint - 1, 0), $2, $3, now())
 		ON CONFLICT (partition) DO UPDATE
 		SET archived_seq = GREATEST(archive_progress.archived_seq, EXCLUDED.archived_seq),
-		    stream_epoch = EXCLUDED.stream_epoch, epoch_start = EXCLUDED.epoch_start, updated_at = now()`,
+		    stream_epoch = EXCLUDED.stream_epoch, epoch_start = EXCLUDED.epoch_start, updated_at = now()
+		WHERE $3 <= 1 OR archive_progress.archived_seq < $3`,
 		p, int64(epoch), int64(start))
 	if err != nil {
 		return fmt.Errorf("store: record the stream epoch of partition %d: %w", p, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("partition %d, epoch start %d: %w", p, start, ErrMarkMoved)
 	}
 	return nil
 }
