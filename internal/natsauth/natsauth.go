@@ -98,7 +98,8 @@ type perms struct {
 //     below a sequence and direct gets; the data lifecycle: lists and deletes device
 //     consumers of INBOX_<p>, reads a user's last entry and purges its
 //     subject (a deleted user's), and asks the admin API for a deleted
-//     user's revocation.
+//     user's revocation; stream epochs: recreates a lost INBOX stream and
+//     republishes the entries of one it renumbers (inbox.<p>.<uid>).
 //
 // Nothing but admin may delete a stream or a consumer of SEND; nothing
 // but the syncer and admin may purge a stream, and the syncer only the
@@ -145,7 +146,7 @@ func table(partitions int) map[Role]perms {
 				[]string{"inbox.*.*", "inboxd.u.*.*.live", "_INBOXD.gw.>"}),
 		},
 		Syncer: {
-			pub:       concat(sy, []string{streamInfo, "inboxd.event.>", "inboxd.u.*.*.kick", "inboxd.admin.user.revoke"}),
+			pub:       concat(sy, []string{streamInfo, "inboxd.event.>", "inboxd.u.*.*.kick", "inboxd.admin.user.revoke", "inbox.*.*"}),
 			sub:       []string{"inboxd.admin.>", "$SRV.>"},
 			responses: true,
 		},
