@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -149,4 +150,64 @@ func checkGotAll(t *testing.T, who string, got []client.Message, want []int64) {
 	if missing > 0 {
 		t.Errorf("%s skipped %d of %d messages", who, missing, len(want))
 	}
+}
+
+// A device connected at the loss that had confirmed entries the syncer
+// could not know of (not archived yet, its cursor not mirrored yet) holds
+// positions above the new stream's first sequence: its session must end
+// with the stream (it reconnects and starts from its mirror, trusted up to
+// the new epoch's start) rather than go on from those positions, which
+// would skip the new stream's first entries.
+func TestRecreatedInboxStreamEndsSessionsAheadOfTheArchive(t *testing.T) {
+	n := hotWindowNode(t, nil)
+	conv := createConv(t, n, false, 1, 2)
+	p := ids.Partition(2, testnode.Layout().InboxPartitions)
+	online := connectDevice(t, n, 2, "online", deviceOpts{})
+	first := sendN(t, n, 1, conv, 20, "first")
+	online.waitFor(20, 20*time.Second)
+	waitArchived(t, n, 40)
+	waitCond(t, 10*time.Second, "the device's cursor mirrored", func() (bool, string) {
+		k := count(t, n, `SELECT count(*) FROM device_cursor WHERE uid = 2 AND ack_seq >= 20`)
+		return k == 1, fmt.Sprintf("%d rows", k)
+	})
+
+	// What comes now neither reaches the archive (its consumer is paused)
+	// nor the mirror (its table is locked for writes).
+	js, err := jetstream.New(testnode.Admin(t, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 3*time.Minute)
+	if _, err := js.PauseConsumer(ctx, streams.InboxStream(p), "archiver", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := n.Store.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE device_cursor IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	ahead := sendN(t, n, 1, conv, 20, "ahead")
+	online.waitFor(40, 20*time.Second)
+	time.Sleep(500 * time.Millisecond) // its confirmations reach the gateway
+
+	if err := js.DeleteStream(ctx, streams.InboxStream(p)); err != nil {
+		t.Fatal(err)
+	}
+	after := sendN(t, n, 1, conv, 20, "after")
+	s, err := js.Stream(ctx, streams.InboxStream(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := s.CachedInfo().State.FirstSeq; first > 40 {
+		t.Fatalf("the new stream starts at %d: the syncer knew of the device's position, the test shows nothing", first)
+	}
+	all := append(append(append([]int64(nil), first...), ahead...), after...)
+	checkGotAll(t, "the device connected at the loss", online.waitFor(len(all), 60*time.Second), all)
+	if e := metric(t, n, "inboxd_gateway_sessions_ended_by_stream_epoch_total"); e < 1 {
+		t.Errorf("%v sessions ended by the stream epoch", e)
+	}
+	_ = tx.Rollback(context.Background())
 }
