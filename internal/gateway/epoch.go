@@ -134,3 +134,14 @@ func (g *Gateway) epochsChanged(changed map[int]uint64) {
 		}
 	}
 }
+
+// sameEpoch reports whether the cached partition info is of the session's
+// stream. Right after a recreation the cache (refreshed four times a
+// second) may still describe the lost stream: its first sequence and
+// archive mark would make a backfill read the new stream's tail across a
+// stretch that only the archive holds. The session waits for the cache
+// instead (a session of the lost stream is ended meanwhile).
+func (s *session) sameEpoch(info partInfo) bool {
+	e := s.epoch.Load()
+	return e == 0 || info.epoch == 0 || info.epoch == e
+}
