@@ -128,6 +128,12 @@ func (a *Archiver) recreate(ctx context.Context, log *zap.Logger, p int) error {
 		return err
 	}
 	cfg.FirstSeq = high + 1
+	// The installation's replica count is recorded on its streams: the
+	// recreated one gets SEND's, so that a start of the services finds
+	// every stream alike.
+	if send, err := a.js.Stream(ctx, streams.SendStream); err == nil {
+		cfg.Replicas = send.CachedInfo().Config.Replicas
+	}
 	s, err := a.js.CreateStream(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("recreate %s: %w", cfg.Name, err)
