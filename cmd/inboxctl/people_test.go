@@ -380,6 +380,18 @@ func TestHumanTables(t *testing.T) {
 	if err := exec.Command(bin, append([]string{"sync", "--uid", "2", "--device", "lazy", "--idle", "500ms", "--no-ack"}, common...)...).Run(); err != nil {
 		t.Fatal(err)
 	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var k int
+		if err := n.Store.Pool.QueryRow(context.Background(), `SELECT count(*) FROM device_cursor WHERE uid = 2 AND device = 'lazy'`).Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		if k == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the device's cursor row was never written")
+		}
+	}
 	var conv int64
 	if err := n.Store.Pool.QueryRow(context.Background(), `SELECT conv_id FROM msg_content WHERE msg_id = $1`, ids[0]).Scan(&conv); err != nil {
 		t.Fatal(err)
