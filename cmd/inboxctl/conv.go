@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/inboxd/inboxd/internal/admin"
@@ -16,7 +17,7 @@ func convCmd(ctx context.Context, sub string, args []string) int {
 	c.register(fs)
 	var members int64List
 	var convID int64
-	var group, share, off bool
+	var group, share, off, human bool
 	switch sub {
 	case "create":
 		fs.Var(&members, "members", "comma-separated uids")
@@ -27,6 +28,7 @@ func convCmd(ctx context.Context, sub string, args []string) int {
 		fs.Var(&members, "members", "comma-separated uids")
 	case "show":
 		fs.Int64Var(&convID, "conv", 0, "conversation id")
+		fs.BoolVar(&human, "human", false, "print a readable table instead of JSON")
 	case "hold":
 		fs.Int64Var(&convID, "conv", 0, "conversation id")
 		fs.BoolVar(&off, "off", false, "lift the hold (retention removes what is past the horizon at its next run)")
@@ -60,7 +62,12 @@ func convCmd(ctx context.Context, sub string, args []string) int {
 	case "remove":
 		out, err = ac.RemoveMembers(ctx, admin.MembersRequest{ConvID: convID, Members: members})
 	case "show":
-		out, err = ac.ShowConv(ctx, convID)
+		var r *admin.ShowConvResponse
+		if r, err = ac.ShowConv(ctx, convID); err == nil && human {
+			humanConv(os.Stdout, r)
+			return 0
+		}
+		out = r
 	case "hold":
 		out, err = ac.Hold(ctx, admin.HoldRequest{ConvID: convID, Hold: !off})
 	}

@@ -3,13 +3,13 @@
 //
 //	inboxctl conv create --members 1,2,3 [--group] [--share-history]
 //	inboxctl conv add|remove --conv C --members 4,5
-//	inboxctl conv show --conv C
+//	inboxctl conv show --conv C [--human]
 //	inboxctl conv hold --conv C [--off]
 //	inboxctl send --uid U --device D --conv C --text T [--count K] [--client-msg-id ID]
-//	inboxctl sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind K]
-//	inboxctl trace MSG_ID
-//	inboxctl audit [--older-than 10m]
-//	inboxctl token --uid U --device D [--ttl 24h] [--kid K] [--issuer I]
+//	inboxctl sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind K] [--key F] [--kid K] [--issuer I]
+//	inboxctl trace MSG_ID [--human]
+//	inboxctl audit [--older-than 10m] [--human]
+//	inboxctl token --uid U --device D [--ttl 24h] [--kid K] [--issuer I] [--key F]
 //	inboxctl user revoke --uid U [--device D]
 //	inboxctl user delete --uid U [--again] [--timeout 10m] [--no-wait]
 //	inboxctl usage
@@ -36,15 +36,18 @@ commands:
   conv create --members 1,2,3 [--group] [--share-history]   create a conversation: {"conv_id":N}
   conv add    --conv C --members 4,5                         add members to a group
   conv remove --conv C --members 4,5                         remove members from a group
-  conv show   --conv C                                       show a conversation and its members
+  conv show   --conv C [--human]                             show a conversation and its members (--human: a table)
   conv hold   --conv C [--off]                               legal hold: retention keeps its messages ({"conv_id":C,"hold":true,...}); --off lifts it
   send --uid U --device D --conv C --text T [--count K] [--client-msg-id ID]
                                                              send K messages in order; one JSON result per line
   sync --uid U --device D [--idle 2s] [--max N] [--no-ack] [--kind mobile|desktop|web]
-                                                             print the device's messages, one JSON line each, and confirm them
-  trace MSG_ID                                               a message's status per recipient and device (STORED, DELIVERED, READ)
-  audit [--older-than 10m]                                   messages that connected devices did not confirm
-  token --uid U --device D [--ttl 24h] [--kid K] [--issuer I] print a signed client token
+                                                             print the device's messages, one JSON line each, and confirm them;
+                                                             a progress bar on stderr when it is a terminal; Ctrl-C: exit 130
+                                                             after confirming what was printed; --key F: sign with Ed25519
+  trace MSG_ID [--human]                                     a message's status per recipient and device (STORED, DELIVERED, READ)
+  audit [--older-than 10m] [--human]                         messages that connected devices did not confirm
+  token --uid U --device D [--ttl 24h] [--kid K] [--issuer I] [--key F]
+                                                             print a signed client token (--key: EdDSA, a PEM Ed25519 private key)
   user revoke --uid U [--device D]                           revoke a device (default: every device of the user):
                                                              its connections close, its tokens issued until now are refused
   user delete --uid U [--again] [--timeout 10m] [--no-wait]  delete the user's inbox, cursors, memberships and sent bodies

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/inboxd/inboxd/client"
-	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/wire"
 )
 
@@ -46,26 +46,38 @@ func syncCmd(ctx context.Context, args []string) int {
 	maxN := fs.Int("max", 0, "exit after this many messages, confirming only those (0: no limit)")
 	noAck := fs.Bool("no-ack", false, "print and confirm nothing, like a client that crashes before storing")
 	kind := fs.String("kind", "desktop", "device kind: mobile, desktop or web")
+	var key, kid, issuer string
+	fs.StringVar(&key, "key", "", "PEM Ed25519 private key (PKCS #8) to sign the token with EdDSA instead of --secret (env INBOXD_TOKEN_KEY)")
+	fs.StringVar(&kid, "kid", "", "key id (kid header) of the signing key in the gateways' --token-keys set (env INBOXD_TOKEN_KID)")
+	fs.StringVar(&issuer, "issuer", "", "iss claim, for gateways with --token-issuer (env INBOXD_TOKEN_ISSUER)")
+	fromEnv(&key, "INBOXD_TOKEN_KEY")
+	fromEnv(&kid, "INBOXD_TOKEN_KID")
+	fromEnv(&issuer, "INBOXD_TOKEN_ISSUER")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *uid <= 0 || *device == "" {
 		return fail(errors.New("sync needs --uid and --device"))
 	}
-	tok, err := auth.NewSigner(c.secret).Issue(*uid, *device, time.Hour)
+	sg, err := signer(c.secret, key, kid, issuer)
+	if err != nil {
+		return fail(err)
+	}
+	tok, err := sg.Issue(*uid, *device, time.Hour)
 	if err != nil {
 		return fail(err)
 	}
 	var (
-		mu      sync.Mutex
-		printed int
-		last    = time.Now()
-		full    = make(chan struct{})
+		mu          sync.Mutex
+		printed     int
+		last        = time.Now()
+		full        = make(chan struct{})
+		interrupted bool // Ctrl-C: print nothing more, confirm what was printed
 	)
 	handler := func(m client.Message) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if *maxN > 0 && printed >= *maxN {
+		if interrupted || (*maxN > 0 && printed >= *maxN) {
 			return client.ErrStop // not printed, not confirmed
 		}
 		emit(lineOf(m))
@@ -82,11 +94,27 @@ func syncCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return clientFail("", err)
 	}
+	bar := newProgressBar(os.Stderr, cl, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return printed
+	})
+	defer bar.done()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			// Interrupted (SIGINT, SIGTERM): the handler prints nothing more,
+			// Close confirms every message printed (those of unfinished
+			// batches one by one), and the exit says it was cut short.
+			mu.Lock()
+			interrupted = true
+			mu.Unlock()
+			bar.done()
+			cl.Close()
+			emit(errorLine{Error: "interrupted: every message printed is confirmed", Code: "INTERRUPTED"})
+			return 130
 		case <-full:
 		case <-cl.Done(): // replaced: the client stopped for good
 			err := cl.Err()
@@ -98,6 +126,7 @@ func syncCmd(ctx context.Context, args []string) int {
 			}
 			return 1
 		case <-tick.C:
+			bar.update()
 			mu.Lock()
 			quiet := time.Since(last) >= *idle
 			mu.Unlock()
@@ -107,6 +136,7 @@ func syncCmd(ctx context.Context, args []string) int {
 		}
 		break
 	}
+	bar.done()
 	cl.Close() // confirms what was printed (unless --no-ack)
 	return 0
 }

@@ -11,6 +11,7 @@ import (
 // tokenRequest is what `inboxctl token` signs.
 type tokenRequest struct {
 	secret, kid, issuer string
+	key                 string // a PEM Ed25519 private key file: EdDSA instead of HS256
 	uid                 int64
 	device              string
 	ttl                 time.Duration
@@ -26,8 +27,10 @@ func tokenCmd(args []string) int {
 	fs.DurationVar(&r.ttl, "ttl", auth.DefaultMaxTTL, "validity; gateways refuse tokens longer than their --token-max-ttl (default the same)")
 	fs.StringVar(&r.kid, "kid", "", "key id (kid header) of --secret in the gateways' --token-keys set (env INBOXD_TOKEN_KID); none: a key without kid such as --token-secret")
 	fs.StringVar(&r.issuer, "issuer", "", "iss claim, for gateways with --token-issuer (env INBOXD_TOKEN_ISSUER)")
+	fs.StringVar(&r.key, "key", "", "PEM Ed25519 private key (PKCS #8) to sign with EdDSA instead of --secret (env INBOXD_TOKEN_KEY); with --kid when the gateways hold it in a key set")
 	fromEnv(&r.kid, "INBOXD_TOKEN_KID") // after registering, as conn.register does
 	fromEnv(&r.issuer, "INBOXD_TOKEN_ISSUER")
+	fromEnv(&r.key, "INBOXD_TOKEN_KEY")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -46,5 +49,9 @@ func (r tokenRequest) issue() (string, error) {
 	if r.uid <= 0 || r.device == "" {
 		return "", errors.New("token needs --uid and --device")
 	}
-	return auth.NewSigner(r.secret).WithKeyID(r.kid).WithIssuer(r.issuer).Issue(r.uid, r.device, r.ttl)
+	s, err := signer(r.secret, r.key, r.kid, r.issuer)
+	if err != nil {
+		return "", err
+	}
+	return s.Issue(r.uid, r.device, r.ttl)
 }

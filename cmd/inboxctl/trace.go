@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
 	"strconv"
 	"time"
 
@@ -30,6 +31,7 @@ func traceCmd(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	var c conn
 	c.register(fs)
+	human := fs.Bool("human", false, "print a readable table instead of JSON lines")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -55,15 +57,23 @@ func traceCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return adminFail(err)
 	}
+	var lines []traceLine
 	for _, r := range t.Recipients {
 		line := traceLine{MsgID: t.MsgID, UID: r.UID, Status: r.Status, Seq: r.Seq, ReadSeq: r.ReadSeq, ConvSeq: t.ConvSeq, StoredAt: t.StoredAt}
 		if len(r.Devices) == 0 {
-			emit(line)
+			lines = append(lines, line)
 		}
 		for _, d := range r.Devices {
 			line.Device, line.Status, line.Cursor = d.Device, d.Status, d.Cursor
-			emit(line)
+			lines = append(lines, line)
 		}
+	}
+	if *human {
+		humanTrace(os.Stdout, lines)
+		return 0
+	}
+	for _, l := range lines {
+		emit(l)
 	}
 	return 0
 }
@@ -76,6 +86,7 @@ func auditCmd(ctx context.Context, args []string) int {
 	c.register(fs)
 	older := fs.Duration("older-than", 10*time.Minute, "only messages stored longer ago than this")
 	limit := fs.Int("limit", 1000, "at most this many lines")
+	human := fs.Bool("human", false, "print a readable table instead of JSON lines")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -89,6 +100,10 @@ func auditCmd(ctx context.Context, args []string) int {
 	r, err := (&admin.Client{NC: nc}).Audit(ctx, admin.AuditRequest{OlderThanMs: older.Milliseconds(), Limit: *limit})
 	if err != nil {
 		return adminFail(err)
+	}
+	if *human {
+		humanAudit(os.Stdout, r.Stuck)
+		return 0
 	}
 	for _, s := range r.Stuck {
 		emit(s)

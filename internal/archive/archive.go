@@ -15,6 +15,7 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -48,6 +49,10 @@ type Options struct {
 	// SeparateTrimmer leaves the trimmer out of Run: the caller runs
 	// RunTrimmer itself (on one syncer of a cluster at a time).
 	SeparateTrimmer bool
+	// InboxStreamConfig is the configuration a lost INBOX stream is created
+	// again with (epoch.go); default: streams.InboxStreamConfig with
+	// HotWindow recorded.
+	InboxStreamConfig func(p int) (jetstream.StreamConfig, error)
 }
 
 // Archiver runs one writer per INBOX partition (pinned: among several
@@ -64,6 +69,10 @@ type Archiver struct {
 	quarantined prometheus.Counter
 	lost        prometheus.Counter
 	trim        trimMetrics
+
+	epochs  prometheus.Counter // streams recreated or renumbered (epoch.go)
+	epochMu []sync.Mutex       // per partition: one epoch check at a time
+	restart []chan struct{}    // per partition: the stream changed, start over on it
 }
 
 // New returns an archiver.
@@ -83,9 +92,25 @@ func New(opts Options, log *zap.Logger, js jetstream.JetStream, st *store.Store,
 	if opts.TrimEvery <= 0 {
 		opts.TrimEvery = min(max(opts.HotWindow/10, time.Second), time.Minute)
 	}
+	if opts.InboxStreamConfig == nil {
+		l, w := opts.Layout, opts.HotWindow
+		opts.InboxStreamConfig = func(p int) (jetstream.StreamConfig, error) {
+			c, err := streams.InboxStreamConfig(l, p)
+			streams.SetHotWindow(&c, w)
+			return c, err
+		}
+	}
 	f := promauto.With(reg)
+	restart := make([]chan struct{}, opts.Layout.InboxPartitions)
+	for p := range restart {
+		restart[p] = make(chan struct{}, 1)
+	}
 	return &Archiver{
-		opts: opts, log: log, js: js, st: st,
+		epochs: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_stream_epochs_total",
+			Help: "INBOX streams found lost or recreated and numbered again above every earlier sequence (a new stream epoch)."}),
+		epochMu: make([]sync.Mutex, opts.Layout.InboxPartitions),
+		restart: restart,
+		opts:    opts, log: log, js: js, st: st,
 		entries: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_entries_total", Help: "Inbox entries copied to inbox_archive."}),
 		errors:  f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_batch_errors_total", Help: "Archive batches that failed and were retried."}),
 		gaps: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_gaps_total",
@@ -105,9 +130,14 @@ func (a *Archiver) Run(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	progress, err := a.st.ArchiveProgress(ctx)
-	if err != nil {
-		return err
+	// The first start of every partition is checked here, so that a
+	// configuration error fails the start.
+	first := make([]jetstream.Consumer, a.opts.Layout.InboxPartitions)
+	epochs := make([]uint64, len(first))
+	for p := range first {
+		if first[p], epochs[p], err = a.startPartition(ctx, p, cfg); err != nil {
+			return err
+		}
 	}
 	if !a.opts.SeparateTrimmer {
 		wg.Add(1)
@@ -116,25 +146,75 @@ func (a *Archiver) Run(ctx context.Context) error {
 			a.runTrimmer(ctx)
 		}()
 	}
-	for p := 0; p < a.opts.Layout.InboxPartitions; p++ {
-		cons, err := a.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(p), cfg)
-		if err != nil {
-			return fmt.Errorf("archive: consumer on %s: %w", streams.InboxStream(p), err)
-		}
-		// Start right after what is archived: entries a predecessor was
-		// handed and did not archive come back now, not after ack_wait.
-		next := progress[p] + 1
-		if _, err := a.js.ResetConsumerToSequence(ctx, streams.InboxStream(p), cfg.Durable, next); err != nil {
-			a.log.Warn("reset archiver", zap.Int("partition", p), zap.Error(err))
-		}
+	for p := range first {
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
-			a.runPartition(ctx, p, cons, next)
+			cons, epoch := first[p], epochs[p]
+			for ctx.Err() == nil {
+				if cons != nil {
+					next, err := a.st.ArchivedThrough(ctx, p)
+					if err == nil {
+						a.runPartition(ctx, p, epoch, cons, next+1)
+					}
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+				// The consumer was lost (its stream with it): check the
+				// stream's epoch and start over on the stream there is.
+				var err error
+				if cons, epoch, err = a.startPartition(ctx, p, cfg); err != nil {
+					a.log.Warn("restart the archiver of a partition", zap.Int("partition", p), zap.Error(err))
+				}
+			}
 		}(p)
 	}
 	wg.Wait()
 	return ctx.Err()
+}
+
+// startPartition checks partition p's stream epoch (epoch.go) and creates
+// the archiver's consumer on it, positioned right after what is archived:
+// entries a predecessor was handed and did not archive come back now, not
+// after ack_wait. It returns the consumer and the stream epoch it reads.
+func (a *Archiver) startPartition(ctx context.Context, p int, cfg jetstream.ConsumerConfig) (jetstream.Consumer, uint64, error) {
+	recs, err := a.st.ArchiveEpochs(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := a.checkEpoch(ctx, a.log, p, recs[p]); err != nil {
+		return nil, 0, fmt.Errorf("archive: stream epoch of %s: %w", streams.InboxStream(p), err)
+	}
+	cons, err := a.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(p), cfg)
+	if err != nil {
+		return nil, 0, fmt.Errorf("archive: consumer on %s: %w", streams.InboxStream(p), err)
+	}
+	// The epoch recorded after the consumer exists: a consumer of a stream
+	// that was replaced since gets its batches refused (ErrEpochChanged).
+	if recs, err = a.st.ArchiveEpochs(ctx); err != nil {
+		return nil, 0, err
+	}
+	mark := recs[p].Archived
+	if _, err := a.js.ResetConsumerToSequence(ctx, streams.InboxStream(p), cfg.Durable, mark+1); err != nil {
+		a.log.Warn("reset archiver", zap.Int("partition", p), zap.Error(err))
+	}
+	select {
+	case <-a.restart[p]: // this start handles it
+	default:
+	}
+	return cons, recs[p].StreamEpoch, nil
+}
+
+// restartPartition makes partition p's archiver start over (its stream
+// changed or its consumer is gone).
+func (a *Archiver) restartPartition(p int) {
+	select {
+	case a.restart[p] <- struct{}{}:
+	default:
+	}
 }
 
 // runPartition archives partition p from stream sequence next on. Its
@@ -143,7 +223,7 @@ func (a *Archiver) Run(ctx context.Context) error {
 // of sequences: a delivery that skips ahead (entries handed to a pull
 // request nobody read, a predecessor that died holding them) is not
 // archived; the consumer is put back at the first missing sequence.
-func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consumer, next uint64) {
+func (a *Archiver) runPartition(ctx context.Context, p int, epoch uint64, cons jetstream.Consumer, next uint64) {
 	log := a.log.With(zap.Int("partition", p))
 	in := make(chan jetstream.Msg, 2*a.opts.BatchSize)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -155,7 +235,12 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 		jetstream.PullMaxMessages(a.opts.BatchSize),
 		jetstream.PullExpiry(a.opts.FetchWait),
 		jetstream.PullPriorityGroup(streams.ArchiverGroup),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { log.Debug("consume", zap.Error(err)) }))
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			log.Debug("consume", zap.Error(err))
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrNoHeartbeat) {
+				a.restartPartition(p) // a lost consumer (with its stream): start over
+			}
+		}))
 	if err != nil {
 		log.Error("consume INBOX partition", zap.Error(err))
 		return
@@ -169,6 +254,8 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 		batch = batch[:0]
 		select {
 		case <-ctx.Done():
+			return
+		case <-a.restart[p]:
 			return
 		case m := <-in:
 			batch = append(batch, m)
@@ -238,10 +325,18 @@ func (a *Archiver) runPartition(ctx context.Context, p int, cons jetstream.Consu
 			continue
 		}
 		for {
-			err := a.st.ArchiveBatch(ctx, p, entries, quarantined, upTo)
+			err := a.st.ArchiveBatchOf(ctx, p, epoch, entries, quarantined, upTo)
 			if err == nil {
 				delay = 50 * time.Millisecond
 				break
+			}
+			if errors.Is(err, store.ErrEpochChanged) {
+				// Read from a stream that was lost meanwhile; the new one
+				// took the sequences after the mark (epoch.go).
+				a.lost.Add(float64(len(entries) + len(quarantined)))
+				log.Error("inbox entries of a lost stream were not archived in time: gone with it",
+					zap.Uint64("up_to_seq", upTo), zap.Int("entries", len(entries)+len(quarantined)))
+				return
 			}
 			a.errors.Inc()
 			if ctx.Err() != nil {

@@ -2,11 +2,13 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
@@ -200,6 +202,10 @@ func (c *Cleaner) round(ctx context.Context) (roundStats, error) {
 		return rs, err
 	}
 	c.mark(start, progress)
+	current, err := c.currentEpochs(ctx)
+	if err != nil {
+		return rs, err
+	}
 	users, err := c.st.CleanupUsers(ctx, c.after, c.opts.Batch)
 	if err != nil {
 		return rs, err
@@ -218,6 +224,9 @@ func (c *Cleaner) round(ctx context.Context) (roundStats, error) {
 	var nthUpTo []uint64
 	for _, u := range users {
 		p := ids.Partition(u.UID, c.opts.Layout.InboxPartitions)
+		if !current[p] {
+			continue // the stream is not the one its mark counts in (epoch.go)
+		}
 		upper := progress[p] + 1 // never an entry the archiver has not copied
 		if u.Devices > 0 {
 			upper = min(upper, u.LowestAck+1) // nor one a device has not confirmed
@@ -344,4 +353,34 @@ func (c *Cleaner) purge(ctx context.Context, p int, uid int64, seq uint64) (uint
 	}
 	c.log.Debug("purged", zap.Int64("uid", uid), zap.Uint64("below_seq", seq), zap.Uint64("entries", n))
 	return n, nil
+}
+
+// currentEpochs tells, per partition, whether its stream is the one the
+// archive mark counts in (epoch.go): a stream recreated by hand or restored
+// numbers its entries below the mark until the syncer renumbered it, and
+// the cleanup must not take them for archived ones meanwhile.
+func (c *Cleaner) currentEpochs(ctx context.Context) ([]bool, error) {
+	recs, err := c.st.ArchiveEpochs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, c.opts.Layout.InboxPartitions)
+	for p := range out {
+		s, err := js.Stream(ctx, streams.InboxStream(p))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("look up %s: %w", streams.InboxStream(p), err)
+		}
+		info := s.CachedInfo()
+		r := recs[p]
+		// 0: not recorded yet (the archiver adopts such a stream, epoch.go).
+		out[p] = (r.StreamEpoch == epochOf(info) || r.StreamEpoch == 0) && info.State.LastSeq >= r.Archived
+	}
+	return out, nil
 }

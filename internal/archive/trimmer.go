@@ -65,7 +65,7 @@ func (a *Archiver) runTrimmer(ctx context.Context) {
 	t := time.NewTicker(a.opts.TrimEvery)
 	defer t.Stop()
 	for {
-		marks, err := a.st.ArchiveProgress(ctx)
+		recs, err := a.st.ArchiveEpochs(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -73,8 +73,23 @@ func (a *Archiver) runTrimmer(ctx context.Context) {
 			a.trim.errors.Inc()
 			log.Warn("archive marks; no trim this round", zap.Error(err))
 		} else {
+			marks := make(map[int]uint64, len(recs))
+			for p, r := range recs {
+				marks[p] = r.Archived
+			}
 			for p := 0; p < a.opts.Layout.InboxPartitions; p++ {
-				if err := a.trimPartition(ctx, log, p, marks[p], bound[p]); err != nil {
+				// A stream that is not the one the mark counts in (lost,
+				// recreated, restored) is numbered above it first, and never
+				// trimmed by a mark of another stream (epoch.go).
+				changed, err := a.checkEpoch(ctx, log, p, recs[p])
+				if changed {
+					a.restartPartition(p)
+					delete(marks, p) // the next round's bound is the new mark
+				}
+				if err == nil && !changed {
+					err = a.trimPartition(ctx, log, p, marks[p], bound[p], recs[p].StreamEpoch)
+				}
+				if err != nil {
 					if ctx.Err() != nil {
 						return
 					}
@@ -94,8 +109,9 @@ func (a *Archiver) runTrimmer(ctx context.Context) {
 
 // trimPartition refreshes partition p's lag metrics from its archive mark
 // and purges the entries of its stream that are at or below bound (an
-// archive mark at least a round old) and older than the stream's hot window.
-func (a *Archiver) trimPartition(ctx context.Context, log *zap.Logger, p int, mark, bound uint64) error {
+// archive mark at least a round old) and older than the stream's hot window,
+// if the stream is the one of the given epoch (the mark's).
+func (a *Archiver) trimPartition(ctx context.Context, log *zap.Logger, p int, mark, bound, epoch uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	name := streams.InboxStream(p)
@@ -104,6 +120,9 @@ func (a *Archiver) trimPartition(ctx context.Context, log *zap.Logger, p int, ma
 		return fmt.Errorf("look up %s: %w", name, err)
 	}
 	info := s.CachedInfo()
+	if epochOf(info) != epoch {
+		return nil // recreated since the epoch check: the next round checks it again
+	}
 	state, now := info.State, time.Now()
 	nc := a.js.Conn()
 

@@ -28,6 +28,8 @@ type deviceConsumer struct {
 	js        jetstream.JetStream // on the backfill connection
 	nc        *nats.Conn          // the same connection, for direct gets
 	cursors   cursorStore
+	epochs    epochStore // epoch.go
+	parts     *partInfos // the cached stream epochs (epoch.go)
 	opts      consumerOptions
 	recreated prometheus.Counter // consumers recreated from the mirror
 	log       *zap.Logger
@@ -50,6 +52,12 @@ type cursorStore interface {
 	NthNewestSeq(ctx context.Context, uid int64, n int) (uint64, bool, error)
 }
 
+// epochStore is where a device consumer finds the stream epochs the
+// syncer recorded (epoch.go).
+type epochStore interface {
+	ArchiveEpochs(ctx context.Context) (map[int]store.ArchiveEpoch, error)
+}
+
 type consumerOptions struct {
 	idleReap        time.Duration // the consumer's InactiveThreshold
 	newDeviceWindow time.Duration
@@ -58,7 +66,7 @@ type consumerOptions struct {
 
 func newDeviceConsumer(g *Gateway, p int, uid int64, device string) *deviceConsumer {
 	return &deviceConsumer{
-		js: g.bjs, nc: g.bnc, cursors: g.st, recreated: g.metrics.consumersRecreated, log: g.log,
+		js: g.bjs, nc: g.bnc, cursors: g.st, epochs: g.st, parts: g.parts, recreated: g.metrics.consumersRecreated, log: g.log,
 		opts: consumerOptions{idleReap: g.opts.DeviceIdleReap, newDeviceWindow: g.opts.NewDeviceWindow, newDeviceMax: g.opts.NewDeviceMax},
 		p:    p, uid: uid, device: device,
 		stream:  streams.InboxStream(p),
@@ -85,6 +93,7 @@ type openedConsumer struct {
 	at       uint64 // the next delivery's stream seq (0: unknown, the consumer must be repositioned)
 	pending  uint64 // NumPending
 	nextDseq uint64 // the consumer sequence of the next delivery
+	epoch    uint64 // the stream's epoch (epoch.go)
 }
 
 // open finds or creates the consumer and resets it so that unacknowledged
@@ -111,6 +120,13 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 		return openedConsumer{}, mr.err
 	}
 	mirror, found := mr.c, mr.found
+	// A mirror of another stream epoch is a position in the current stream
+	// only up to the epoch's start (epoch.go).
+	useMirror := found && (errors.Is(err, jetstream.ErrConsumerNotFound) || (err == nil && mirror.AckSeq > cons.CachedInfo().AckFloor.Stream))
+	ep, mirror, eerr := dc.epochForOpen(ctx, mirror, useMirror)
+	if eerr != nil {
+		return openedConsumer{}, fmt.Errorf("device consumer %s: %w", dc.name, eerr)
+	}
 	created := false // the cached info predates a move: read it again
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		created = true
@@ -181,7 +197,7 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 			cursor, resetSeq, nextDseq = mirror.AckSeq, r.ResetSeq, 1
 		}
 	}
-	o := openedConsumer{cursor: cursor, pending: info.NumPending, nextDseq: nextDseq}
+	o := openedConsumer{cursor: cursor, pending: info.NumPending, nextDseq: nextDseq, epoch: ep.epoch}
 	if info.Delivered.Stream == cursor || resetSeq == cursor+1 {
 		o.at = cursor + 1
 	}
@@ -463,6 +479,9 @@ func (t *tailState) ackUpTo(cursor uint64) {
 func (s *session) recover(ctx context.Context, err error) error {
 	if !s.cons.lost(ctx, err) {
 		return err
+	}
+	if s.epochGone(ctx) {
+		return err // the session ends (epoch.go)
 	}
 	s.mu.Lock()
 	cursor := s.led.Cursor()

@@ -31,7 +31,7 @@ func (cm *cursorMirror) mark(c store.DeviceCursor) {
 		cm.dirty = make(map[devKey]store.DeviceCursor)
 	}
 	k := devKey{c.UID, c.Device}
-	if old, ok := cm.dirty[k]; !ok || old.AckSeq <= c.AckSeq {
+	if old, ok := cm.dirty[k]; !ok || old.Epoch < c.Epoch || (old.Epoch == c.Epoch && old.AckSeq <= c.AckSeq) {
 		cm.dirty[k] = c
 	}
 	cm.mu.Unlock()
@@ -74,7 +74,7 @@ func (cm *cursorMirror) run(ctx context.Context, every time.Duration) {
 			if time.Since(lastTouch) >= cm.g.opts.DeviceSeenEvery {
 				lastTouch = time.Now()
 				for _, s := range cm.g.router.all() {
-					cm.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: s.State().Cursor})
+					cm.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: s.State().Cursor, Epoch: s.epoch.Load()})
 				}
 			}
 			cm.flush(ctx)

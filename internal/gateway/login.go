@@ -169,6 +169,7 @@ func (c *Conn) welcome(sess *session, pending uint64, summary *pb.Summary, tooLo
 		Summary:          summary,
 		OfflineTooLong:   tooLong,
 		TokenExpiresAtMs: c.id.ExpiresAt.UnixMilli(),
+		InboxEpoch:       sess.epoch.Load(),
 	}
 }
 

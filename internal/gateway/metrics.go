@@ -22,6 +22,7 @@ type metrics struct {
 	replaced           prometheus.Counter
 	staleKicks         prometheus.Counter
 	consumersRecreated prometheus.Counter
+	epochEnded         prometheus.Counter // sessions ended because their INBOX stream was recreated (epoch.go)
 	backfillMessages   prometheus.Counter
 	liveMessages       prometheus.Counter
 	liveDeferred       prometheus.Counter
@@ -98,6 +99,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		replaced: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_sessions_replaced_total", Help: "Sessions closed because their device logged in again.",
 		}),
+		epochEnded: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_gateway_sessions_ended_by_stream_epoch_total",
+			Help: "Sessions ended (UNAVAILABLE, the client reconnects) because their INBOX stream was recreated under them."}),
 		consumersRecreated: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_consumers_recreated_total", Help: "Device consumers recreated from the mirrored cursor (reaped or lost).",
 		}),

@@ -196,7 +196,11 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 // the stream. Then the fetch is dropped and the stretch is read from the
 // archive.
 func (s *session) trimmedUnder(ctx context.Context, from uint64) (bool, error) {
-	if from >= s.g.parts.get(s.p).archived {
+	info := s.g.parts.get(s.p)
+	if !s.sameEpoch(info) {
+		return false, errRetry // its mark is another stream's (epoch.go): read again
+	}
+	if from >= info.archived {
 		return false, nil
 	}
 	first, err := s.cons.firstSeq(ctx)

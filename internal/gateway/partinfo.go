@@ -15,6 +15,7 @@ type partInfo struct {
 	firstSeq uint64 // oldest entry still in the stream
 	lastSeq  uint64 // newest entry
 	archived uint64 // every entry up to here is in Postgres inbox_archive
+	epoch    uint64 // the stream's creation time in ns (epoch.go)
 }
 
 // partInfos keeps partInfo of every partition fresh (one stream info per
@@ -49,14 +50,27 @@ func (pi *partInfos) refresh(ctx context.Context) {
 			continue
 		}
 		st := s.CachedInfo().State
-		next[p] = partInfo{firstSeq: st.FirstSeq, lastSeq: st.LastSeq, archived: arch[p]}
+		next[p] = partInfo{firstSeq: st.FirstSeq, lastSeq: st.LastSeq, archived: arch[p],
+			epoch: uint64(s.CachedInfo().Created.UnixNano())}
 		if arch == nil {
 			next[p].archived = pi.get(p).archived
 		}
 	}
 	pi.mu.Lock()
+	var changed map[int]uint64
+	for p := range next {
+		if was := pi.m[p].epoch; was != 0 && next[p].epoch != was {
+			if changed == nil {
+				changed = map[int]uint64{}
+			}
+			changed[p] = next[p].epoch
+		}
+	}
 	pi.m = next
 	pi.mu.Unlock()
+	if changed != nil {
+		g.epochsChanged(changed) // epoch.go
+	}
 }
 
 func (pi *partInfos) run(ctx context.Context, every time.Duration) {

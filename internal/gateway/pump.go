@@ -104,6 +104,9 @@ func (s *session) sleep() bool {
 func (s *session) step() (bool, error) {
 	ctx := s.ctx
 	info := s.g.parts.get(s.p)
+	if !s.sameEpoch(info) {
+		return false, errRetry // the cached partition is of another stream (epoch.go)
+	}
 	s.mu.Lock()
 	covered, cursor := s.led.Covered(), s.led.Cursor()
 	archive := s.fromArchive(covered, info, s.archiving)

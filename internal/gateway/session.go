@@ -44,6 +44,7 @@ type session struct {
 	p        int
 	consumer string
 	prof     profile
+	epoch    atomic.Uint64 // the INBOX stream's epoch the session opened on (epoch.go)
 	budget   backfillBudget
 	cons     *deviceConsumer
 
@@ -136,8 +137,9 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 	s.mu.Lock()
 	s.led = ledger.New(o.cursor)
 	s.tail.opened(o)
+	s.epoch.Store(o.epoch)
 	s.mu.Unlock()
-	g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: o.cursor})
+	g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: o.cursor, Epoch: o.epoch})
 	return s, o.pending, nil
 }
 
@@ -273,7 +275,7 @@ func (s *session) onAckRange(upTo uint64) error {
 func (s *session) cursorMovedLocked() {
 	c := s.led.Cursor()
 	s.tail.ackUpTo(c)
-	s.g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: c})
+	s.g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: c, Epoch: s.epoch.Load()})
 }
 
 // onLive sends a live entry now unless backfill already has it.

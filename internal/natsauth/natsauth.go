@@ -127,7 +127,9 @@ type perms struct {
 //     consumers of INBOX_<p>, reads a user's last entry and purges its
 //     subject (a deleted user's), and asks the admin API for a deleted
 //     user's revocation; creates the leases bucket and holds its
-//     singleton jobs' lease (key syncer.leader). Offline push: the push consumer on each
+//     singleton jobs' lease (key syncer.leader); stream epochs: recreates
+//     a lost INBOX stream and republishes the entries of one it renumbers
+//     (inbox.<p>.<uid>). Offline push: the push consumer on each
 //     INBOX_<p>, the PUSH stream (create, update, publish push.<uid>) and
 //     the bridge's consumer on it (create).
 //   - pushbridge: its consumer pushbridge on PUSH (info, pull, ack): no
@@ -198,7 +200,7 @@ func table(partitions int) map[Role]perms {
 				leaseKeys(leaseNodeKeys)),
 		},
 		Syncer: {
-			pub: concat(sy, []string{streamInfo, "inboxd.event.>", "inboxd.u.*.*.kick", "inboxd.admin.user.revoke"},
+			pub: concat(sy, []string{streamInfo, "inboxd.event.>", "inboxd.u.*.*.kick", "inboxd.admin.user.revoke", "inbox.*.*"},
 				// nats.go reads the account's JetStream info (read only)
 				// before it creates or updates a KV bucket.
 				[]string{"$JS.API.STREAM.CREATE." + leaseStream, "$JS.API.STREAM.UPDATE." + leaseStream, "$JS.API.INFO"},

@@ -53,6 +53,19 @@ func (s *Store) ArchiveEntries(ctx context.Context, p int, entries []ArchivedEnt
 // which go to inbox_quarantine in the same transaction: every entry of p up
 // to upTo must be in entries or quarantined, or archived before.
 func (s *Store) ArchiveBatch(ctx context.Context, p int, entries []ArchivedEntry, quarantined []QuarantinedEntry, upTo uint64) error {
+	return s.ArchiveBatchOf(ctx, p, 0, entries, quarantined, upTo)
+}
+
+// ErrEpochChanged: the partition's stream is not the one a batch was read
+// from any more (epochs.go).
+var ErrEpochChanged = errors.New("store: the partition's stream epoch changed")
+
+// ArchiveBatchOf is ArchiveBatch for entries read from the stream of
+// epoch (0: any): if another stream's epoch was recorded meanwhile (the
+// stream was lost and recreated, its sequences renumbered) the batch is
+// not stored and ErrEpochChanged returned; its entries were of a stream
+// that is gone, and their sequences may be the new stream's.
+func (s *Store) ArchiveBatchOf(ctx context.Context, p int, epoch uint64, entries []ArchivedEntry, quarantined []QuarantinedEntry, upTo uint64) error {
 	n := len(entries)
 	uids, seqs, msgs, convs, cseqs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	kinds, events := make([]int16, n), make([]int16, n)
@@ -78,6 +91,16 @@ func (s *Store) ArchiveBatch(ctx context.Context, p int, entries []ArchivedEntry
 		ON CONFLICT (partition) DO UPDATE
 		SET archived_seq = GREATEST(archive_progress.archived_seq, EXCLUDED.archived_seq), updated_at = now()`, p, int64(upTo))
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if epoch != 0 {
+			var have int64
+			err := tx.QueryRow(ctx, `SELECT stream_epoch FROM archive_progress WHERE partition = $1 FOR UPDATE`, p).Scan(&have)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			if have != 0 && uint64(have) != epoch {
+				return ErrEpochChanged
+			}
+		}
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
@@ -283,6 +306,9 @@ type DeviceCursor struct {
 	Device   string
 	Consumer string
 	AckSeq   uint64
+	// Epoch is the INBOX stream epoch AckSeq was confirmed in (the stream's
+	// creation time in ns; 0: written before epochs were recorded).
+	Epoch uint64
 }
 
 // NthNewestSeq returns the seq of uid's n-th newest archived entry (n ≥ 1);
@@ -313,34 +339,43 @@ func (s *Store) NthNewestSeq(ctx context.Context, uid int64, n int) (seq uint64,
 // for a device never seen.
 func (s *Store) GetDeviceCursor(ctx context.Context, uid int64, device string) (c DeviceCursor, found bool, err error) {
 	c = DeviceCursor{UID: uid, Device: device}
-	var seq int64
-	err = s.Pool.QueryRow(ctx, `SELECT consumer, ack_seq FROM device_cursor WHERE uid = $1 AND device = $2`, uid, device).Scan(&c.Consumer, &seq)
+	var seq, epoch int64
+	err = s.Pool.QueryRow(ctx, `SELECT consumer, ack_seq, epoch FROM device_cursor WHERE uid = $1 AND device = $2`, uid, device).Scan(&c.Consumer, &seq, &epoch)
 	if err == pgx.ErrNoRows {
 		return c, false, nil
 	}
 	if err != nil {
 		return c, false, fmt.Errorf("store: device cursor: %w", err)
 	}
-	c.AckSeq = uint64(seq)
+	c.AckSeq, c.Epoch = uint64(seq), uint64(epoch)
 	return c, true, nil
 }
 
-// SaveDeviceCursors raises the mirrored cursors (never lowers them), marks
-// the devices as seen now and creates rows for new devices, in one
-// statement.
+// SaveDeviceCursors raises the mirrored cursors (never lowers them within
+// a stream epoch), marks the devices as seen now and creates rows for new
+// devices, in one statement. A cursor of a newer epoch replaces the row's
+// (its position is in the newer stream); one of an older epoch (a session
+// of the stream before that had not ended yet) changes nothing but
+// last_seen_at. A cursor with epoch 0 (unknown) is of the row's epoch.
 func (s *Store) SaveDeviceCursors(ctx context.Context, cs []DeviceCursor) error {
 	if len(cs) == 0 {
 		return nil
 	}
 	uids, devs, cons, seqs := make([]int64, len(cs)), make([]string, len(cs)), make([]string, len(cs)), make([]int64, len(cs))
+	epochs := make([]int64, len(cs))
 	for i, c := range cs {
-		uids[i], devs[i], cons[i], seqs[i] = c.UID, c.Device, c.Consumer, int64(c.AckSeq)
+		uids[i], devs[i], cons[i], seqs[i], epochs[i] = c.UID, c.Device, c.Consumer, int64(c.AckSeq), int64(c.Epoch)
 	}
 	_, err := s.Pool.Exec(ctx, `
-		INSERT INTO device_cursor (uid, device, consumer, ack_seq, updated_at)
-		SELECT u, d, c, s, now() FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS t(u, d, c, s)
+		INSERT INTO device_cursor (uid, device, consumer, ack_seq, epoch, updated_at)
+		SELECT u, d, c, s, e, now() FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS t(u, d, c, s, e)
 		ON CONFLICT (uid, device) DO UPDATE
-		SET ack_seq = GREATEST(device_cursor.ack_seq, EXCLUDED.ack_seq), updated_at = now(), last_seen_at = now()`, uids, devs, cons, seqs)
+		SET ack_seq = CASE
+		        WHEN EXCLUDED.epoch > device_cursor.epoch THEN EXCLUDED.ack_seq
+		        WHEN EXCLUDED.epoch = device_cursor.epoch OR EXCLUDED.epoch = 0 THEN GREATEST(device_cursor.ack_seq, EXCLUDED.ack_seq)
+		        ELSE device_cursor.ack_seq END,
+		    epoch = GREATEST(device_cursor.epoch, EXCLUDED.epoch),
+		    updated_at = now(), last_seen_at = now()`, uids, devs, cons, seqs, epochs)
 	if err != nil {
 		return fmt.Errorf("store: save device cursors: %w", err)
 	}

@@ -907,6 +907,7 @@ type Welcome struct {
 	Summary          *Summary               `protobuf:"bytes,11,opt,name=summary,proto3" json:"summary,omitempty"`                                                // the login summary
 	OfflineTooLong   bool                   `protobuf:"varint,12,opt,name=offline_too_long,json=offlineTooLong,proto3" json:"offline_too_long,omitempty"`         // pending is above the threshold: the newest page comes first
 	TokenExpiresAtMs int64                  `protobuf:"varint,13,opt,name=token_expires_at_ms,json=tokenExpiresAtMs,proto3" json:"token_expires_at_ms,omitempty"` // the token's exp: the connection closes then (TOKEN_EXPIRED) unless refreshed
+	InboxEpoch       uint64                 `protobuf:"varint,14,opt,name=inbox_epoch,json=inboxEpoch,proto3" json:"inbox_epoch,omitempty"`                       // the device's INBOX stream epoch (its creation time, ns): changes when the stream was recreated; seqs still only rise
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1028,6 +1029,13 @@ func (x *Welcome) GetOfflineTooLong() bool {
 func (x *Welcome) GetTokenExpiresAtMs() int64 {
 	if x != nil {
 		return x.TokenExpiresAtMs
+	}
+	return 0
+}
+
+func (x *Welcome) GetInboxEpoch() uint64 {
+	if x != nil {
+		return x.InboxEpoch
 	}
 	return 0
 }
@@ -2271,7 +2279,7 @@ const file_inboxd_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
 	"\aconv_id\x18\x02 \x01(\x03R\x06convId\x12\x19\n" +
-	"\bconv_seq\x18\x03 \x01(\x03R\aconvSeq\"\xa5\x03\n" +
+	"\bconv_seq\x18\x03 \x01(\x03R\aconvSeq\"\xc6\x03\n" +
 	"\aWelcome\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\x03R\x03uid\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x16\n" +
@@ -2286,7 +2294,9 @@ const file_inboxd_proto_rawDesc = "" +
 	" \x01(\rR\x10maxInflightSends\x12,\n" +
 	"\asummary\x18\v \x01(\v2\x12.inboxd.v1.SummaryR\asummary\x12(\n" +
 	"\x10offline_too_long\x18\f \x01(\bR\x0eofflineTooLong\x12-\n" +
-	"\x13token_expires_at_ms\x18\r \x01(\x03R\x10tokenExpiresAtMs\"\xb8\x01\n" +
+	"\x13token_expires_at_ms\x18\r \x01(\x03R\x10tokenExpiresAtMs\x12\x1f\n" +
+	"\vinbox_epoch\x18\x0e \x01(\x04R\n" +
+	"inboxEpoch\"\xb8\x01\n" +
 	"\aSummary\x12,\n" +
 	"\x05convs\x18\x01 \x03(\v2\x16.inboxd.v1.ConvSummaryR\x05convs\x12\x18\n" +
 	"\apending\x18\x02 \x01(\x04R\apending\x12\x1d\n" +
