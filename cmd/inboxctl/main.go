@@ -14,7 +14,7 @@
 //	inboxctl user delete --uid U [--again] [--timeout 10m] [--no-wait]
 //	inboxctl usage
 //	inboxctl streams export --dir DIR [--hot-window 720h]
-//	inboxctl streams set --hot-window D
+//	inboxctl streams set [--hot-window D] [--replicas N]
 //
 // Connection flags (each command): --nats URL (admin API), --url URL
 // (gateway: ws://127.0.0.1:7070/ws or tcp://127.0.0.1:7071), --secret
@@ -52,7 +52,7 @@ commands:
   usage                                                      per stream and per table: entries, bytes, the oldest entry
   nats-conf                                                  print the NATS users and permissions (deploy/nats/auth.conf)
   streams export --dir DIR [--hot-window 720h]               write every stream and consumer definition as JSON
-  streams set --hot-window D                                 change the installation's hot window: {"hot_window":"…","changed":[streams]}
+  streams set [--hot-window D] [--replicas N]                change the installation's hot window or replica count: {"hot_window":"…","replicas":N,"changed":[streams]}
 
 run "inboxctl <command> -h" for the flags of a command.
 `

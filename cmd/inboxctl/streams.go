@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,19 +16,26 @@ import (
 )
 
 // streamsSetCmd changes a setting the installation records on its streams:
-// the hot window (the documented change; a syncer started with another
-// --hot-window than the streams record refuses to start).
+// the hot window and the replica count (the documented changes; a syncer
+// started with another --hot-window or --replicas than the streams have
+// refuses to start). Either or both in one call.
 func streamsSetCmd(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("streams set", flag.ContinueOnError)
 	var c conn
 	c.register(fs)
 	hot := fs.Duration("hot-window", 0, "record this hot window on every INBOX stream (the syncers' trimmers follow it; start them with the same --hot-window)")
+	replicas := fs.Int("replicas", 0, "scale SEND and every INBOX stream to this many replicas: 1, 3 or 5 (a NATS cluster of at least that many servers; start the syncers with the same --replicas)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *hot == 0 {
-		fmt.Fprintln(os.Stderr, "streams set: --hot-window is required")
+	if *hot == 0 && *replicas == 0 {
+		fmt.Fprintln(os.Stderr, "streams set: --hot-window or --replicas is required")
 		return 2
+	}
+	if *replicas != 0 {
+		if err := streams.ValidateReplicas(*replicas); err != nil {
+			return fail(fmt.Errorf("--replicas: %w", err))
+		}
 	}
 	nc, err := c.connectNATS()
 	if err != nil {
@@ -38,19 +46,35 @@ func streamsSetCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	// A rescale moves every stream's data to new peers: give it time.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	changed, err := streams.ChangeHotWindow(ctx, js, *hot)
-	if err != nil {
-		return fail(err)
-	}
-	if changed == nil {
-		changed = []string{}
-	}
-	emit(struct {
-		HotWindow string   `json:"hot_window"`
+	out := struct {
+		HotWindow string   `json:"hot_window,omitempty"`
+		Replicas  int      `json:"replicas,omitempty"`
 		Changed   []string `json:"changed"`
-	}{hot.String(), changed})
+	}{Changed: []string{}}
+	if *hot != 0 {
+		changed, err := streams.ChangeHotWindow(ctx, js, *hot)
+		if err != nil {
+			return fail(err)
+		}
+		out.HotWindow = hot.String()
+		out.Changed = append(out.Changed, changed...)
+	}
+	if *replicas != 0 {
+		changed, err := streams.ChangeReplicas(ctx, js, *replicas)
+		if err != nil {
+			return fail(err)
+		}
+		out.Replicas = *replicas
+		for _, n := range changed {
+			if !slices.Contains(out.Changed, n) {
+				out.Changed = append(out.Changed, n)
+			}
+		}
+	}
+	emit(out)
 	return 0
 }
 

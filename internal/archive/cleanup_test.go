@@ -45,7 +45,7 @@ func newCleanupEnv(t *testing.T) *cleanupEnv {
 		t.Fatal(err)
 	}
 	l := streams.Layout{InboxPartitions: 2, SendPartitions: 1}
-	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
 	return &cleanupEnv{t: t, ctx: ctx, layout: l, nc: nc, js: js, st: testenv.Store(t), seqs: map[int64][]uint64{}}
@@ -398,7 +398,7 @@ func BenchmarkPurgeOneUser(b *testing.B) {
 		b.Fatal(err)
 	}
 	l := streams.Layout{InboxPartitions: 1, SendPartitions: 1}
-	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		b.Fatal(err)
 	}
 	const users, per = 2000, 100

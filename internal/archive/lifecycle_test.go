@@ -43,7 +43,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, ctx: context.Background(), js: js, st: testenv.Store(t), l: streams.Layout{InboxPartitions: 1, SendPartitions: 1}}
-	if err := streams.EnsureStreams(r.ctx, js, r.l, hotWindow); err != nil {
+	if err := streams.EnsureStreams(r.ctx, js, r.l, hotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
 	return r

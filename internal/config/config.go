@@ -319,6 +319,9 @@ func (c *Config) Validate() error {
 	if err := streams.ValidateHotWindow(c.HotWindow); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	if err := streams.ValidateReplicas(c.Replicas); err != nil {
+		return fmt.Errorf("config: --replicas (env INBOXD_REPLICAS): %w", err)
+	}
 	if c.BatchSize < 1 || c.BatchSize > 512 {
 		return fmt.Errorf("config: batch %d out of range 1..512", c.BatchSize)
 	}

@@ -79,7 +79,7 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t, 30*time.Second)
-	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
 	if err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {

@@ -53,7 +53,7 @@ func newRig(t testing.TB, opts Options, hook func() error) *rig {
 	t.Cleanup(r.nc.Close)
 	r.js, _ = jetstream.New(r.nc)
 	ctx := context.Background()
-	if err := streams.EnsureStreams(ctx, r.js, layout, streams.DefaultHotWindow); err != nil {
+	if err := streams.EnsureStreams(ctx, r.js, layout, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.nc.Subscribe("test.results", func(m *nats.Msg) {

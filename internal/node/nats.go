@@ -115,8 +115,9 @@ func (n *Node) startNATS(cfg config.Config, roles config.Role) (natsLogin, error
 // streams exist: a process with the syncer role (the installation's
 // steward) creates or updates them; a gateway or fanout alone, whose users
 // may not, waits until they are there. The syncer records hotWindow on the
-// streams, or refuses to start when they record another one.
-func (n *Node) connectNATS(ctx context.Context, login natsLogin, roles config.Role, layout streams.Layout, hotWindow time.Duration) (jetstream.JetStream, error) {
+// streams and creates them with replicas copies, or refuses to start when
+// they record another window or have another replica count.
+func (n *Node) connectNATS(ctx context.Context, login natsLogin, roles config.Role, layout streams.Layout, hotWindow time.Duration, replicas int) (jetstream.JetStream, error) {
 	var err error
 	if n.NC, err = login.connect("inboxd-"+roleNames(roles), n.log); err != nil {
 		return nil, err
@@ -131,7 +132,7 @@ func (n *Node) connectNATS(ctx context.Context, login natsLogin, roles config.Ro
 	}
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := streams.EnsureStreams(sctx, js, layout, hotWindow); err != nil {
+	if err := streams.EnsureStreams(sctx, js, layout, hotWindow, replicas); err != nil {
 		return nil, err
 	}
 	return js, nil

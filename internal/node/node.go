@@ -94,7 +94,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 	if err := n.connectPostgres(ctx, cfg.DatabaseURL); err != nil {
 		return nil, err
 	}
-	js, err := n.connectNATS(ctx, login, roles, cfg.Layout, cfg.HotWindow)
+	js, err := n.connectNATS(ctx, login, roles, cfg.Layout, cfg.HotWindow, cfg.Replicas)
 	if err != nil {
 		return nil, err
 	}

@@ -58,10 +58,10 @@ func TestHotWindowMismatchRefusedUntilChanged(t *testing.T) {
 	js := testJS(t)
 	ctx := context.Background()
 	l := streams.Layout{InboxPartitions: 3, SendPartitions: 2}
-	if err := streams.EnsureStreams(ctx, js, l, 720*time.Hour); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, 720*time.Hour, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
-	err := streams.EnsureStreams(ctx, js, l, 168*time.Hour)
+	err := streams.EnsureStreams(ctx, js, l, 168*time.Hour, streams.DefaultReplicas)
 	if !errors.Is(err, streams.ErrHotWindowMismatch) || !strings.Contains(err.Error(), "--hot-window") ||
 		!strings.Contains(err.Error(), "720h0m0s") || !strings.Contains(err.Error(), "inboxctl streams set --hot-window 168h0m0s") {
 		t.Fatalf("start with another hot window: %v", err)
@@ -84,10 +84,10 @@ func TestHotWindowMismatchRefusedUntilChanged(t *testing.T) {
 			t.Fatalf("INBOX_%d records %s after the change", p, hw)
 		}
 	}
-	if err := streams.EnsureStreams(ctx, js, l, 168*time.Hour); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, 168*time.Hour, streams.DefaultReplicas); err != nil {
 		t.Fatalf("start with the changed window: %v", err)
 	}
-	if err := streams.EnsureStreams(ctx, js, l, 720*time.Hour); !errors.Is(err, streams.ErrHotWindowMismatch) {
+	if err := streams.EnsureStreams(ctx, js, l, 720*time.Hour, streams.DefaultReplicas); !errors.Is(err, streams.ErrHotWindowMismatch) {
 		t.Fatalf("start with the old window after the change: %v", err)
 	}
 	if _, err := streams.ChangeHotWindow(ctx, js, 0); err == nil {
@@ -124,7 +124,7 @@ func TestStreamsWithMaxAgeMigrateToTheRecordedHotWindow(t *testing.T) {
 	l := streams.Layout{InboxPartitions: 2, SendPartitions: 2}
 
 	js := legacyInstallation(t, l)
-	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
 	for p, hw := range recordedWindows(t, js, l) {
@@ -134,7 +134,7 @@ func TestStreamsWithMaxAgeMigrateToTheRecordedHotWindow(t *testing.T) {
 	}
 
 	js = legacyInstallation(t, l)
-	err := streams.EnsureStreams(ctx, js, l, 168*time.Hour)
+	err := streams.EnsureStreams(ctx, js, l, 168*time.Hour, streams.DefaultReplicas)
 	if !errors.Is(err, streams.ErrHotWindowMismatch) || !strings.Contains(err.Error(), "720h0m0s") {
 		t.Fatalf("start of a 30-day installation with 168h: %v", err)
 	}
@@ -146,7 +146,7 @@ func TestStreamsWithMaxAgeMigrateToTheRecordedHotWindow(t *testing.T) {
 			t.Fatalf("changed: INBOX_%d records %s", p, hw)
 		}
 	}
-	if err := streams.EnsureStreams(ctx, js, l, 168*time.Hour); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, 168*time.Hour, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
 }

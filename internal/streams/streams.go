@@ -123,19 +123,27 @@ func FanoutConsumerConfig(p int) (jetstream.ConsumerConfig, error) {
 	return c, nil
 }
 
-// EnsureStreams creates or updates SEND and every INBOX partition, recording
-// hotWindow on the INBOX streams. It refuses to touch an installation
-// created with a different inbox partition count or recording another hot
-// window (ErrHotWindowMismatch: ChangeHotWindow changes it), and it changes
-// nothing before it checked every partition.
-func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, hotWindow time.Duration) error {
+// EnsureStreams creates or updates SEND and every INBOX partition with
+// replicas copies, recording hotWindow on the INBOX streams. It refuses to
+// touch an installation created with a different inbox partition count,
+// recording another hot window (ErrHotWindowMismatch: ChangeHotWindow
+// changes it) or whose streams have another replica count
+// (ErrReplicasMismatch: ChangeReplicas changes it), and it changes
+// nothing before it checked every stream.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, hotWindow time.Duration, replicas int) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
 	if err := ValidateHotWindow(hotWindow); err != nil {
 		return err
 	}
+	if err := ValidateReplicas(replicas); err != nil {
+		return err
+	}
 	if err := checkLayout(ctx, js, l); err != nil {
+		return err
+	}
+	if err := checkReplicas(ctx, js, l, replicas); err != nil {
 		return err
 	}
 	for p := 0; p < l.InboxPartitions; p++ {
@@ -158,8 +166,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, hotWin
 		send.Metadata = map[string]string{}
 	}
 	send.Metadata[metaSendPartitions] = strconv.Itoa(l.SendPartitions)
+	send.Replicas = replicas
 	if _, err := js.CreateOrUpdateStream(ctx, send); err != nil {
-		return fmt.Errorf("streams: ensure %s: %w", send.Name, err)
+		return fmt.Errorf("streams: ensure %s%s: %w", send.Name, replicasHint(replicas), err)
 	}
 	for p := 0; p < l.InboxPartitions; p++ {
 		c, err := InboxStreamConfig(l, p)
@@ -167,8 +176,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, hotWin
 			return err
 		}
 		SetHotWindow(&c, hotWindow)
+		c.Replicas = replicas
 		if _, err := js.CreateOrUpdateStream(ctx, c); err != nil {
-			return fmt.Errorf("streams: ensure %s: %w", c.Name, err)
+			return fmt.Errorf("streams: ensure %s%s: %w", c.Name, replicasHint(replicas), err)
 		}
 	}
 	return nil

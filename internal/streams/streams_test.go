@@ -97,11 +97,11 @@ func TestEnsureCreatesEveryPartitionWithTheFileSettings(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
 	l := streams.Layout{InboxPartitions: 5, SendPartitions: 3}
-	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
 	// Idempotent: a restart runs it again.
-	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow); err != nil {
+	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
 	if err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
@@ -147,10 +147,10 @@ func TestEnsureRefusesADifferentPartitionCount(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	if err := streams.EnsureStreams(ctx, js, streams.Layout{InboxPartitions: 4, SendPartitions: 4}, streams.DefaultHotWindow); err != nil {
+	if err := streams.EnsureStreams(ctx, js, streams.Layout{InboxPartitions: 4, SendPartitions: 4}, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
-	err := streams.EnsureStreams(ctx, js, streams.Layout{InboxPartitions: 8, SendPartitions: 4}, streams.DefaultHotWindow)
+	err := streams.EnsureStreams(ctx, js, streams.Layout{InboxPartitions: 8, SendPartitions: 4}, streams.DefaultHotWindow, streams.DefaultReplicas)
 	if err == nil || !strings.Contains(err.Error(), "fixed at install") {
 		t.Fatalf("err = %v, want a refusal", err)
 	}
