@@ -129,6 +129,9 @@ func (s *system) copyInboxStreams(ctx context.Context) (func(), error) {
 		cfg.Name = "BENCHRAW_" + strconv.Itoa(p)
 		cfg.Subjects = []string{"benchraw." + strconv.Itoa(p) + ".*"}
 		cfg.Description = "inboxbench: raw publish baseline (copy of INBOX_" + strconv.Itoa(p) + ")"
+		if s.o.replicas > 0 {
+			cfg.Replicas = s.o.replicas // --cluster: the copies replicated as the inboxes are
+		}
 		if _, err := s.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			cleanup()
 			return nil, fmt.Errorf("create %s: %w", cfg.Name, err)

@@ -67,11 +67,13 @@ type opts struct {
 	duration, sampleEvery, offline                     time.Duration
 	hotWindow, retention, partitionWidth, cleanupEvery time.Duration
 	set                                                map[string]bool // flags given on the command line
+	// --cluster (fanout, storm): R1 and R3 runs alternate this many times
+	rounds int
 }
 
 var scenarios = map[string]func(context.Context, *opts) (any, error){
-	"fanout": runFanout,
-	"storm":  runStorm,
+	"fanout": clustered(runFanout),
+	"storm":  clustered(runStorm),
 	"live":   runLive,
 	"conns":  runConns,
 	"scale":  runScale,
@@ -139,6 +141,10 @@ func parseFlags(cmd string, args []string) *opts {
 			o.splitSet = true
 		}
 	})
+	if err := checkClusterFlags(cmd, o); err != nil {
+		fmt.Fprintln(os.Stderr, "inboxbench:", err)
+		os.Exit(2)
+	}
 	if o.sys.pgAdmin == "" {
 		o.sys.pgAdmin = store.DefaultURL
 	}
@@ -202,6 +208,9 @@ func newFlagSet(cmd string, o *opts, onError flag.ErrorHandling) *flag.FlagSet {
 	fs.DurationVar(&o.retention, "retention", 0, "soak: the server's --retention (default: the server's, keep forever; quick 8s; 0: not passed)")
 	fs.DurationVar(&o.partitionWidth, "partition-width", 0, "soak: the server's --partition-width (default: a fifth of --retention; 0: not passed)")
 	fs.DurationVar(&o.cleanupEvery, "cleanup-every", 0, "soak: the server's --cleanup-every, with a 2s --cleanup-margin and a short new-device window (default 5s, quick 1s; 0: not passed)")
+	fs.IntVar(&o.sys.cluster, "cluster", 0, "fanout, storm: run on a NATS cluster of this many nodes (3), measuring R1 and R3 streams alternately (cluster.go)")
+	fs.IntVar(&o.sys.replicas, "replicas", 0, "with --cluster: only this replica count (default: R1 and R3 alternately)")
+	fs.IntVar(&o.rounds, "rounds", 0, "with --cluster: runs of each replica count (default 3, quick 1)")
 	if v := os.Getenv("INBOXBENCH_PG"); v != "" {
 		o.sys.pgAdmin = v
 	}
@@ -228,6 +237,8 @@ func modeName(o *opts) string {
 	switch {
 	case o.sys.url != "":
 		return "external"
+	case o.sys.cluster > 0:
+		return fmt.Sprintf("cluster-%d-R%d", o.sys.cluster, o.sys.replicas)
 	case o.sys.split:
 		return "split"
 	}

@@ -493,9 +493,20 @@ func drainUser(ctx context.Context, js jetstream.JetStream, parts int, uid int64
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	for got < want {
+	for retries := 0; got < want; {
 		batch, err := c.Fetch(want-got, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
+		if err == nil {
+			err = batch.Error()
+		}
+		if errors.Is(err, nats.ErrNoResponders) && retries < 100 {
+			// On a cluster (--cluster) a pull right after the consumer's
+			// creation can reach a server that does not know its
+			// subscription yet (interest propagates over the routes).
+			retries++
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return got, dup, extra, err
 		}
 		n := 0
