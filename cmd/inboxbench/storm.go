@@ -471,6 +471,13 @@ func (w *worker) jsDrain(a jsDrainArgs) (stormResult, error) {
 			defer func() { <-sem }()
 			want := len(a.Groups[sd.G])
 			got, dup, extra, err := drainUser(ctx, js, a.Partitions, sd.UID, newExpected(idx[sd.G], want), want)
+			for try := 0; errors.Is(err, nats.ErrNoResponders) && try < 50; try++ {
+				// On a cluster (--cluster) a request can reach a server that
+				// does not know the consumer's subscriptions yet (interest
+				// propagates over the routes): drain the user again.
+				time.Sleep(100 * time.Millisecond)
+				got, dup, extra, err = drainUser(ctx, js, a.Partitions, sd.UID, newExpected(idx[sd.G], want), want)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			res.device(int64(want), int64(got), int64(dup), int64(extra))
@@ -493,18 +500,10 @@ func drainUser(ctx context.Context, js jetstream.JetStream, parts int, uid int64
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	for retries := 0; got < want; {
+	for got < want {
 		batch, err := c.Fetch(want-got, jetstream.FetchMaxWait(2*time.Second))
 		if err == nil {
 			err = batch.Error()
-		}
-		if errors.Is(err, nats.ErrNoResponders) && retries < 100 {
-			// On a cluster (--cluster) a pull right after the consumer's
-			// creation can reach a server that does not know its
-			// subscription yet (interest propagates over the routes).
-			retries++
-			time.Sleep(20 * time.Millisecond)
-			continue
 		}
 		if err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return got, dup, extra, err
