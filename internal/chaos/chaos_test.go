@@ -42,6 +42,7 @@ type plan struct {
 	kinds        []string
 	natsDown     time.Duration
 	minNATSKills int // NATS node kills at least (cluster long plan)
+	fleet        int // probe devices timing a NATS node kill (cluster; default 6)
 }
 
 var plans = map[string]plan{

@@ -44,16 +44,16 @@ var clusterPlans = map[string]plan{
 		faultEvery: 1500 * time.Millisecond, minFaults: 6, offlineThreshold: 150, natsDown: 3 * time.Second,
 		kinds: []string{"kill-nats-leader", "kill-gateway", "kill-fanout", "kill-nats-leader", "kill-syncer", "half-open"}},
 	"long": {users: 40, groups: 8, directs: 25, messages: 100000, sendEvery: 12 * time.Millisecond, senders: 16,
-		faultEvery: time.Second, minFaults: 100, offlineThreshold: 1000, natsDown: 4 * time.Second, minNATSKills: 30,
+		faultEvery: time.Second, minFaults: 100, offlineThreshold: 1000, natsDown: 4 * time.Second, minNATSKills: 30, fleet: 24,
 		kinds: []string{"kill-nats-leader", "kill-gateway", "kill-fanout", "kill-nats-follower", "kill-syncer", "restart-postgres", "half-open"}},
 }
 
-// clusterNodes is the size of the NATS cluster; fleetSize the probe
-// devices that time a node kill.
+// clusterNodes is the size of the NATS cluster; defaultFleet the probe
+// devices that time a node kill (plan.fleet overrides it).
 const (
 	clusterNodes = 3
 	clusterReps  = 3
-	fleetSize    = 6
+	defaultFleet = 6
 	fleetUID     = 900 // the fleet's sender; its devices are fleetUID+1..
 )
 
@@ -165,6 +165,13 @@ func checkReplicas(js jetstream.JetStream, want int) error {
 	return nil
 }
 
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
 func streamNames() []string {
 	names := []string{streams.SendStream}
 	for p := range 4 {
@@ -235,6 +242,7 @@ func newClusterWorld(w *world) *clusterWorld {
 	cw := &clusterWorld{w: w, first: map[string]map[int]time.Time{}, lanes: map[string]map[string]int{}}
 	cw.nc, cw.js = adminJS(t, w.h.natsURL())
 	t.Cleanup(cw.nc.Close)
+	fleetSize := orDefault(w.pl.fleet, defaultFleet)
 	members := []int64{fleetUID}
 	for i := 1; i <= fleetSize; i++ {
 		members = append(members, fleetUID+int64(i))
