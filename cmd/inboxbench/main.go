@@ -13,6 +13,7 @@
 //	inboxbench scale                        one device's drain at 100k vs 2M INBOX entries
 //	inboxbench soak --duration D            steady load against short lifecycle settings: disk over time
 //	inboxbench all                          every scenario in turn (not soak)
+//	inboxbench fanout|storm --cluster 3     on a 3-node NATS cluster, R1 and R3 alternately (cluster.go)
 //
 // --json prints one JSON object per scenario (the contract fields first);
 // --quick runs tiny sizes in seconds (what the test suite does).

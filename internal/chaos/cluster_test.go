@@ -322,7 +322,11 @@ func (w *world) clusterFault(kind string, i int) error {
 	if err != nil {
 		return err
 	}
-	p := w.h.nats[slices.Index(w.h.natsNames, node)]
+	idx := slices.Index(w.h.natsNames, node)
+	if idx < 0 {
+		return fmt.Errorf("%s: the cluster names a node %q the harness did not start", kind, node)
+	}
+	p := w.h.nats[idx]
 	tag := fmt.Sprintf("fleet-%d", i)
 	killed := time.Now()
 	p.kill()
