@@ -12,6 +12,7 @@
 //	inboxbench conns --n N                  idle connections on one gateway process
 //	inboxbench scale                        one device's drain at 100k vs 2M INBOX entries
 //	inboxbench soak --duration D            steady load against short lifecycle settings: disk over time
+//	inboxbench devices                      60,000 registered devices, 5,000 online: NATS memory, a node restart, a week-offline login
 //	inboxbench all                          every scenario in turn (not soak)
 //	inboxbench fanout|storm --cluster 3     on a 3-node NATS cluster, R1 and R3 alternately (cluster.go)
 //
@@ -70,21 +71,25 @@ type opts struct {
 	set                                                map[string]bool // flags given on the command line
 	// --cluster (fanout, storm): R1 and R3 runs alternate this many times
 	rounds int
+	// devices
+	registered, online, nodes int
+	deviceReap                time.Duration
 }
 
 var scenarios = map[string]func(context.Context, *opts) (any, error){
-	"fanout": clustered(runFanout),
-	"storm":  clustered(runStorm),
-	"live":   runLive,
-	"conns":  runConns,
-	"scale":  runScale,
-	"soak":   runSoak,
+	"fanout":  clustered(runFanout),
+	"storm":   clustered(runStorm),
+	"live":    runLive,
+	"conns":   runConns,
+	"scale":   runScale,
+	"soak":    runSoak,
+	"devices": runDevices,
 }
 
 var order = []string{"fanout", "storm", "live", "conns", "scale"}
 
 func usage() {
-	fmt.Fprintln(os.Stderr, `usage: inboxbench <fanout|storm|live|conns|scale|soak|all> [flags]
+	fmt.Fprintln(os.Stderr, `usage: inboxbench <fanout|storm|live|conns|scale|soak|devices|all> [flags]
 run "inboxbench <scenario> -h" for the flags; docs/benchmarks.md explains the method`)
 	os.Exit(2)
 }
@@ -212,6 +217,10 @@ func newFlagSet(cmd string, o *opts, onError flag.ErrorHandling) *flag.FlagSet {
 	fs.IntVar(&o.sys.cluster, "cluster", 0, "fanout, storm: run on a NATS cluster of this many nodes (3), measuring R1 and R3 streams alternately (cluster.go)")
 	fs.IntVar(&o.sys.replicas, "replicas", 0, "with --cluster: only this replica count (default: R1 and R3 alternately)")
 	fs.IntVar(&o.rounds, "rounds", 0, "with --cluster: runs of each replica count (default 3, quick 1)")
+	fs.IntVar(&o.registered, "registered", 0, "devices: registered devices, 3 per user (default 60,000, quick 300)")
+	fs.IntVar(&o.online, "online", 0, "devices: of them online, one per user (default 5,000, quick 30)")
+	fs.IntVar(&o.nodes, "nodes", 0, "devices: NATS nodes, 1 (R1) or 3 (a cluster, R3) (default: both in turn)")
+	fs.DurationVar(&o.deviceReap, "device-reap", 0, "devices: the gateway's --device-reap (default 30s, quick 5s: the default's reaping, compressed; 0: the server's default)")
 	if v := os.Getenv("INBOXBENCH_PG"); v != "" {
 		o.sys.pgAdmin = v
 	}

@@ -29,19 +29,21 @@ import (
 
 // ops is every operation a worker runs, by the name workerProc.call sends.
 var ops = map[string]op{
-	"hold":        typed((*worker).hold),       // conns.go: idle connections, device registration
-	"release":     typed((*worker).release),    // conns.go
-	"send":        typed((*worker).send),       // fanout.go: windowed sends (also the storm's seeding)
-	"rawpub":      typed((*worker).rawPublish), // fanout.go: the fanout baseline
-	"storm":       typed((*worker).storm),      // storm.go: a login storm's devices
-	"jsdrain":     typed((*worker).jsDrain),    // storm.go: the storm baseline
-	"live_start":  typed((*worker).liveStart),  // live.go
-	"live_stop":   typed((*worker).liveStop),   // live.go
-	"seedscale":   typed((*worker).seedScale),  // scale.go
-	"drain1":      typed((*worker).drain1),     // scale.go
-	"soak_start":  typed((*worker).soakStart),  // soak.go
-	"soak_sample": typed((*worker).soakSample), // soak.go
-	"soak_stop":   typed((*worker).soakStop),   // soak.go
+	"hold":         typed((*worker).hold),        // conns.go: idle connections, device registration
+	"release":      typed((*worker).release),     // conns.go
+	"send":         typed((*worker).send),        // fanout.go: windowed sends (also the storm's seeding)
+	"rawpub":       typed((*worker).rawPublish),  // fanout.go: the fanout baseline
+	"storm":        typed((*worker).storm),       // storm.go: a login storm's devices
+	"jsdrain":      typed((*worker).jsDrain),     // storm.go: the storm baseline
+	"live_start":   typed((*worker).liveStart),   // live.go
+	"live_stop":    typed((*worker).liveStop),    // live.go
+	"seedscale":    typed((*worker).seedScale),   // scale.go
+	"drain1":       typed((*worker).drain1),      // scale.go
+	"soak_start":   typed((*worker).soakStart),   // soak.go
+	"soak_sample":  typed((*worker).soakSample),  // soak.go
+	"soak_stop":    typed((*worker).soakStop),    // soak.go
+	"devices_hold": typed((*worker).devicesHold), // devices.go
+	"devices_seen": typed((*worker).devicesSeen), // devices.go
 }
 
 // An op runs one request: its arguments arrive as JSON, its answer is
@@ -80,10 +82,11 @@ type worker struct {
 	outMu sync.Mutex
 	out   *bufio.Writer
 
-	mu   sync.Mutex
-	held []*client.Client // hold without close_after, until release
-	live *liveRun         // between live_start and live_stop
-	soak *soakRun         // between soak_start and soak_stop
+	mu      sync.Mutex
+	held    []*client.Client // hold without close_after, until release
+	live    *liveRun         // between live_start and live_stop
+	soak    *soakRun         // between soak_start and soak_stop
+	devices *devicesRun      // devices_hold's online devices (devices.go)
 }
 
 func workerMain(args []string) {

@@ -29,7 +29,7 @@ func TestLifecycleSettings(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--device-forget", "48h"}, "--device-forget 48h0m0s must exceed --device-reap 72h0m0s"},
+		{[]string{"--device-forget", "30m"}, "--device-forget 30m0s must exceed --device-reap 1h0m0s"},
 		{[]string{"--housekeeping-every", "-1s"}, "must not be negative"},
 		{[]string{"--reject-horizon", "-1h"}, "must not be negative"},
 	} {

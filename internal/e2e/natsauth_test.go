@@ -97,6 +97,10 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev8, _ := streams.DeviceConsumerConfig(0, 8, "tablet", 0, 0)
+	dev9, _ := streams.DeviceConsumerConfig(0, 9, "laptop", 0, 0) // the gateway deletes it
+	if _, err := js.CreateOrUpdateConsumer(ctx, "INBOX_0", dev9); err != nil {
+		t.Fatal(err)
+	}
 	fan0, _ := streams.FanoutConsumerConfig(0)
 	inbox0, _ := streams.InboxStreamConfig(l, 0)
 	create := func(cc jetstream.ConsumerConfig, action string) any {
@@ -131,7 +135,7 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		{gw, "create a stream", "req", "$JS.API.STREAM.CREATE.OTHER", map[string]any{"name": "OTHER"}, false},
 		{gw, "delete a stream", "req", "$JS.API.STREAM.DELETE.INBOX_0", nil, false},
 		{gw, "purge a stream", "req", "$JS.API.STREAM.PURGE.INBOX_0", nil, false},
-		{gw, "delete a device consumer", "req", "$JS.API.CONSUMER.DELETE.INBOX_0." + d7, nil, false},
+		{gw, "delete the archiver", "req", "$JS.API.CONSUMER.DELETE.INBOX_0.archiver", nil, false},
 		{gw, "create a consumer on SEND", "req", "$JS.API.CONSUMER.CREATE.SEND.x.send.0.*", nil, false},
 		{gw, "create an unfiltered consumer", "req", "$JS.API.CONSUMER.CREATE.INBOX_0.x", nil, false},
 		{gw, "create a consumer of another partition's users", "req", "$JS.API.CONSUMER.CREATE.INBOX_0.x.inbox.1.5", nil, false},
@@ -203,6 +207,10 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 		{sy, "reset a device consumer", "req", "$JS.API.CONSUMER.RESET.INBOX_0." + d7, nil, false},
 		{sy, "publish a send", "req", "send.0.1", []byte("x"), false},
 		{sy, "publish an inbox entry", "req", "inbox.0.7", []byte("x"), false},
+
+		// A device consumer whose server is down is deleted and created
+		// again (an R1 consumer on a cluster).
+		{gw, "delete a device consumer", "req", "$JS.API.CONSUMER.DELETE.INBOX_0." + dev9.Durable, nil, true},
 
 		// The admin user (the nats CLI, inboxctl) may do anything.
 		{natsauth.Admin, "delete a device consumer", "req", "$JS.API.CONSUMER.DELETE.INBOX_0." + d7, nil, true},

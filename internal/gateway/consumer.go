@@ -30,6 +30,7 @@ type deviceConsumer struct {
 	cursors   cursorStore
 	opts      consumerOptions
 	recreated prometheus.Counter // consumers recreated from the mirror
+	log       *zap.Logger
 
 	p       int
 	uid     int64
@@ -57,7 +58,7 @@ type consumerOptions struct {
 
 func newDeviceConsumer(g *Gateway, p int, uid int64, device string) *deviceConsumer {
 	return &deviceConsumer{
-		js: g.bjs, nc: g.bnc, cursors: g.st, recreated: g.metrics.consumersRecreated,
+		js: g.bjs, nc: g.bnc, cursors: g.st, recreated: g.metrics.consumersRecreated, log: g.log,
 		opts: consumerOptions{idleReap: g.opts.DeviceIdleReap, newDeviceWindow: g.opts.NewDeviceWindow, newDeviceMax: g.opts.NewDeviceMax},
 		p:    p, uid: uid, device: device,
 		stream:  streams.InboxStream(p),
@@ -102,6 +103,9 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 		mirrorCh <- mirrorResult{c, found, err}
 	}()
 	cons, err := dc.js.Consumer(ctx, dc.stream, dc.name)
+	if offline(err) {
+		err = dc.dropOffline(ctx, err) // ErrConsumerNotFound once dropped: created below
+	}
 	mr := <-mirrorCh
 	if mr.err != nil {
 		return openedConsumer{}, mr.err
@@ -221,6 +225,84 @@ func (dc *deviceConsumer) resetTo(ctx context.Context, seq uint64) (uint64, erro
 // while idle, lost with a server).
 func gone(err error) bool {
 	return errors.Is(err, jetstream.ErrConsumerNotFound) || strings.Contains(err.Error(), "consumer not found")
+}
+
+// A device consumer is R1 on every stream, replicated or not (docs/
+// operations.md, "Device cursors on a cluster"): on a NATS cluster it
+// lives on one server, and while that server is down JetStream still has
+// it (its meta layer answers "consumer is offline" to an info or a create,
+// a pull finds no responder, a reset times out) but it serves nothing, and
+// a create under its name fails. The device's cursor is not lost: the
+// Postgres mirror holds it (an interval behind at most) and the session
+// its ledger. So such a consumer is deleted (the meta layer does that
+// without its server) and created again on a running server at the
+// mirrored or the session's cursor: repeats, never a skip. When the
+// server comes back JetStream has removed its copy.
+
+// offline reports whether err is JetStream's "consumer is offline": the
+// consumer exists, its server is not running.
+func offline(err error) bool {
+	if err == nil {
+		return false
+	}
+	var apiErr *jetstream.APIError
+	var jsErr jetstream.JetStreamError
+	switch {
+	case errors.As(err, &jsErr) && jsErr.APIError() != nil:
+		apiErr = jsErr.APIError()
+	case errors.As(err, &apiErr):
+	default:
+		return false
+	}
+	return apiErr.ErrorCode == jsErrConsumerOffline || apiErr.ErrorCode == jsErrConsumerOfflineReason
+}
+
+// JetStream's error codes of an offline consumer (nats-server errors.json:
+// JSConsumerOfflineErr, JSConsumerOfflineReasonErrF).
+const (
+	jsErrConsumerOffline       jetstream.ErrorCode = 10119
+	jsErrConsumerOfflineReason jetstream.ErrorCode = 10195
+)
+
+// unanswered reports whether err may mean the consumer's server is down: a
+// pull to it finds no responder, a reset to it times out.
+func unanswered(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// dropOffline deletes the consumer, which JetStream reported offline
+// (cause), and returns ErrConsumerNotFound: the caller creates it again.
+func (dc *deviceConsumer) dropOffline(ctx context.Context, cause error) error {
+	err := dc.js.DeleteConsumer(ctx, dc.stream, dc.name)
+	if err != nil && !gone(err) {
+		return fmt.Errorf("device consumer %s is offline (%v); delete it to recreate it: %w", dc.name, cause, err)
+	}
+	dc.log.Warn("device consumer offline (its NATS server is down): deleted, to be created again on a running server at the confirmed cursor",
+		zap.String("consumer", dc.name), zap.String("stream", dc.stream))
+	return jetstream.ErrConsumerNotFound
+}
+
+// lost reports whether a failed call (err) means the consumer must be
+// created again: it is gone, or offline (then it is deleted here). An
+// unanswered call is checked with an info request, which the meta layer
+// answers for an offline consumer; any other error is the caller's.
+func (dc *deviceConsumer) lost(ctx context.Context, err error) bool {
+	if gone(err) {
+		return true
+	}
+	if !offline(err) {
+		if !unanswered(err) || ctx.Err() != nil {
+			return false
+		}
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = dc.js.Consumer(ictx, dc.stream, dc.name)
+		cancel()
+		if err == nil || !offline(err) {
+			return err != nil && gone(err)
+		}
+	}
+	return gone(dc.dropOffline(ctx, err))
 }
 
 // recreate creates the consumer again after cursor (repeats, never skips).
@@ -376,10 +458,10 @@ func (t *tailState) ackUpTo(cursor uint64) {
 }
 
 // recover handles a consumer that vanished under the session (reaped while
-// idle, lost with a server): it is recreated at the cursor, and the step
-// is tried again (errRetry).
+// idle, lost with a server) or whose server is down (offline, see lost):
+// it is recreated at the cursor, and the step is tried again (errRetry).
 func (s *session) recover(ctx context.Context, err error) error {
-	if !gone(err) {
+	if !s.cons.lost(ctx, err) {
 		return err
 	}
 	s.mu.Lock()

@@ -52,7 +52,11 @@ type Options struct {
 	// a 300 × 200 login storm 3–5 × slower at 10000; docs/design.md).
 	TailScan int
 	// DeviceIdleReap is the InactiveThreshold of device consumers (default
-	// 72h); a reaped consumer is recreated from the mirrored cursor.
+	// 1h); a reaped consumer is recreated from the mirrored cursor. Short,
+	// so that only recently active devices hold a consumer in NATS (about
+	// 31 KB each): an offline device costs its device_cursor row, and its
+	// next login a consumer create (under a millisecond; docs/benchmarks.md,
+	// "Devices at scale").
 	DeviceIdleReap time.Duration
 	// UserBackfillRate and UserBackfillBurst are the per-user token bucket
 	// of backfill messages on this gateway (defaults 20000/s, 2000); each
@@ -150,7 +154,7 @@ func DefaultOptions() Options {
 		MaxInflightSends:  256,
 		SendTimeout:       30 * time.Second,
 		TailScan:          1000,
-		DeviceIdleReap:    72 * time.Hour,
+		DeviceIdleReap:    time.Hour,
 		UserBackfillRate:  20000,
 		UserBackfillBurst: 2000,
 		BodyCacheEntries:  100000,

@@ -61,7 +61,7 @@ func DefaultOptions() Options {
 	return Options{
 		Layout:        streams.DefaultLayout,
 		DeviceForget:  90 * 24 * time.Hour,
-		DeviceReap:    72 * time.Hour,
+		DeviceReap:    time.Hour,
 		RejectHorizon: 30 * 24 * time.Hour,
 		Every:         time.Hour,
 		Batch:         1000,

@@ -81,7 +81,8 @@ type perms struct {
 //
 //   - gateway: publishes sends (send.<p>.<conv>) and receipt entries
 //     (inbox.<p>.<uid>) with JetStream acks, the users' live and kick
-//     subjects; creates, reads, pulls, resets and acks the device consumers
+//     subjects; creates, reads, pulls, resets, acks and deletes (one whose
+//     server is down, to recreate it) the device consumers
 //     on INBOX_<p> (filtered to one user's subject, never the archiver);
 //     direct-gets a user's newest entry; receives send results on
 //     _INBOXD.gw.<gateway>.*, the users' subjects, membership changes and
@@ -112,11 +113,15 @@ func table(partitions int) map[Role]perms {
 			// The filter subject is part of the create subject: a device
 			// consumer reads one user of the stream's own partition.
 			[]string{"$JS.API.CONSUMER.CREATE." + st + ".*.inbox." + ps + ".*"},
-			consumerCalls(st, "*", "INFO", "MSG.NEXT", "RESET"),
+			// DELETE: a device consumer whose NATS server is down (an R1
+			// consumer on a cluster) is deleted and created again from the
+			// mirror on a running server; no more power than RESET, which
+			// may put a cursor anywhere already.
+			consumerCalls(st, "*", "INFO", "MSG.NEXT", "RESET", "DELETE"),
 			[]string{"$JS.ACK." + st + ".>", "$JS.API.DIRECT.GET." + st + ".inbox." + ps + ".*"})
 		gwDeny = concat(gwDeny,
 			[]string{"$JS.API.CONSUMER.CREATE." + st + "." + archiver + ".>", "$JS.ACK." + st + "." + archiver + ".>"},
-			consumerCalls(st, archiver, "INFO", "MSG.NEXT", "RESET"))
+			consumerCalls(st, archiver, "INFO", "MSG.NEXT", "RESET", "DELETE"))
 		sy = concat(sy,
 			consumerCalls(st, archiver, "CREATE", "MSG.NEXT", "RESET"),
 			// Lifecycle: a user deletion and housekeeping delete device

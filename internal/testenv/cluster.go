@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"fmt"
+	mrand "math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,7 +47,7 @@ func StartCluster(t testing.TB, inboxPartitions int) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, partitions: inboxPartitions}
 	for i := range c.nodes {
-		c.nodes[i] = clusterNode{name: "n" + strconv.Itoa(i+1), dir: t.TempDir(), port: FreePort(t), routePort: FreePort(t)}
+		c.nodes[i] = clusterNode{name: "n" + strconv.Itoa(i+1), dir: t.TempDir(), port: StablePort(t), routePort: StablePort(t)}
 	}
 	t.Cleanup(func() {
 		for i := range c.nodes {
@@ -86,6 +88,26 @@ func (c *Cluster) start(i int) error {
 	}
 	n.s = s
 	return nil
+}
+
+// StablePort returns a loopback TCP port that was free a moment ago,
+// below the kernel's ephemeral range (32768-60999 here): a server stopped
+// and started again on it finds it free, where a port from FreePort may
+// meanwhile be the source port of any outgoing connection on the box
+// (seen: a restart failing with the port in use).
+func StablePort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		p := 20000 + mrand.IntN(12000)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return p
+	}
+	t.Fatal("testenv: no free port in 20000..31999")
+	return 0
 }
 
 // URL is server i's client URL.
