@@ -215,11 +215,12 @@ func waitFor(t *testing.T, within time.Duration, what string, fn func() error) {
 // clusterWorld is what the cluster run adds to the world: an admin
 // connection to the cluster, the probe fleet and what each NATS kill hit.
 type clusterWorld struct {
-	w     *world
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	conv  int64     // the fleet's group conversation
-	fleet []*device // connected throughout (no churn), spread over both gateways
+	w      *world
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	conv   int64          // the fleet's group conversation
+	fleet  []*device      // connected throughout (no churn), spread over both gateways
+	sender *client.Client // the fleet's sender, connected throughout too
 
 	mu    sync.Mutex
 	first map[string]map[int]time.Time // probe tag → fleet device → first arrival
@@ -275,6 +276,23 @@ func newClusterWorld(w *world) *clusterWorld {
 		}
 		t.Cleanup(d.disconnect)
 		cw.fleet = append(cw.fleet, d)
+	}
+	// The sender stays connected too: a node kill is timed on connected
+	// devices, not on a fresh login during the outage.
+	for deadline := time.Now().Add(time.Minute); cw.sender == nil; {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		c, err := client.Dial(ctx, client.Options{URL: "tcp://" + w.h.tcpAddr(0), Token: testenv.Token(t, fleetUID, "fleet-sender"),
+			MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
+		cancel()
+		if err != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("fleet sender: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		cw.sender = c
+		t.Cleanup(func() { c.Close() })
 	}
 	return cw
 }
@@ -438,19 +456,7 @@ func (cw *clusterWorld) timeLive(tag string, killed time.Time, within time.Durat
 	w := cw.w
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	var c *client.Client
-	for c == nil && ctx.Err() == nil {
-		var err error
-		c, err = client.Dial(ctx, client.Options{URL: "tcp://" + w.h.tcpAddr(0), Token: testenv.Token(w.t, fleetUID, "fleet-sender"),
-			MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
-		if err != nil {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	if c == nil {
-		return 0, nil, fmt.Errorf("fleet sender: no connection within %s", within)
-	}
-	defer c.Close()
+	c := cw.sender
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	tick := time.NewTicker(100 * time.Millisecond)
