@@ -76,6 +76,7 @@ func TestChaosCluster(t *testing.T) {
 	w := newWorld(t, h, pl)
 	w.cluster = newClusterWorld(w)
 	w.run()
+	w.cluster.answers.Wait()
 	w.report()
 	if n := w.cluster.leaderKills(); n == 0 {
 		t.Fatal("no NATS node leading SEND and an INBOX partition was killed")
@@ -221,6 +222,10 @@ type clusterWorld struct {
 	conv   int64          // the fleet's group conversation
 	fleet  []*device      // connected throughout (no churn), spread over both gateways
 	sender *client.Client // the fleet's sender, connected throughout too
+	// answers waits for the STORED of every fleet send (the oracle's
+	// dense conv_seq check needs each stored one recorded), however long
+	// after its measurement it comes.
+	answers sync.WaitGroup
 
 	mu    sync.Mutex
 	first map[string]map[int]time.Time // probe tag → fleet device → first arrival
@@ -457,8 +462,6 @@ func (cw *clusterWorld) timeLive(tag string, killed time.Time, within time.Durat
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	c := cw.sender
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for n := 0; ; n++ {
@@ -481,10 +484,12 @@ func (cw *clusterWorld) timeLive(tag string, killed time.Time, within time.Durat
 		w.sent[snd.cmid] = snd
 		w.sentMu.Unlock()
 		p := c.SendAsync(cw.conv, snd.cmid, tag+"/"+strconv.Itoa(n))
-		wg.Add(1)
+		cw.answers.Add(1)
 		go func() {
-			defer wg.Done()
-			if r, err := p.Wait(ctx); err == nil {
+			defer cw.answers.Done()
+			actx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			if r, err := p.Wait(actx); err == nil {
 				w.record(snd, r)
 			}
 		}()
@@ -504,11 +509,17 @@ func (cw *clusterWorld) report(b *strings.Builder) {
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
 	var live, current []time.Duration
-	ledSend, ledInbox := 0, 0
+	ledSend, ledInbox, slow := 0, 0, 0
 	lanesAll := map[string]int{}
 	for _, k := range cw.kills {
-		live = append(live, k.live)
-		current = append(current, k.current)
+		if k.live > 0 {
+			live = append(live, k.live)
+		} else {
+			slow++
+		}
+		if k.current > 0 {
+			current = append(current, k.current)
+		}
 		for _, s := range k.led {
 			if s == streams.SendStream {
 				ledSend++
@@ -522,8 +533,8 @@ func (cw *clusterWorld) report(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "  NATS cluster: %d nodes, streams R%d; %d node kills (SIGKILL): %d of the SEND leader, %d INBOX partition leaderships lost with them\n",
 		clusterNodes, clusterReps, len(cw.kills), ledSend, ledInbox)
-	fmt.Fprintf(b, "  node kill -> every probe-fleet device (%d, both gateways) handed a message sent after the kill: %s (first messages by lane: %v)\n",
-		len(cw.fleet), spread(live), lanesAll)
+	fmt.Fprintf(b, "  node kill -> every probe-fleet device (%d, both gateways) handed a message sent after the kill: %s (first messages by lane: %v); not within 90s: %d\n",
+		len(cw.fleet), spread(live), lanesAll, slow)
 	fmt.Fprintf(b, "  restarted node -> every stream's replicas current again: %s\n", spread(current))
 }
 
