@@ -9,7 +9,7 @@ export GOFLAGS ?= -buildvcs=false
 DATA ?= ./data
 TEST_TIMEOUT ?= 14m
 
-.PHONY: run test postgres build vet proto bench clean fuzz chaos sdk web web-bundle web-screenshots deploy-check
+.PHONY: run test postgres build vet proto bench clean fuzz chaos chaos-cluster sdk web web-bundle web-screenshots deploy-check
 
 # No load balancer watches `make run`'s /readyz: Ctrl-C stops it at once
 # (--drain-delay 0s) instead of after the production default.
@@ -22,12 +22,20 @@ test: postgres sdk web
 	go vet ./...
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
-	INBOXD_CHAOS=short go test -count=1 -timeout 10m -v -run TestChaos ./internal/chaos/
+	INBOXD_CHAOS=short go test -count=1 -timeout 10m -v -run '^TestChaos$$' ./internal/chaos/
+	INBOXD_CHAOS_CLUSTER=short go test -count=1 -timeout 10m -v -run '^TestChaosCluster$$' ./internal/chaos/
 
 # The long fault-injection run (100,000 messages, 100+ faults); its figures
 # go to docs/reliability.md. Restarts the local Postgres: run it alone.
 chaos: postgres
-	INBOXD_CHAOS=long INBOXD_CHAOS_REPORT=$(CURDIR)/chaos-report.txt go test -count=1 -timeout 60m -v -run TestChaos ./internal/chaos/
+	INBOXD_CHAOS=long INBOXD_CHAOS_REPORT=$(CURDIR)/chaos-report.txt go test -count=1 -timeout 60m -v -run '^TestChaos$$' ./internal/chaos/
+
+# The long cluster run (three NATS nodes, R3 streams, two gateways, two
+# fanouts; 100,000 messages, 100+ faults of which 30+ NATS node kills, and
+# Postgres restarts); its figures go to docs/reliability.md ("Cluster").
+# Restarts the local Postgres: run it alone.
+chaos-cluster: postgres
+	INBOXD_CHAOS_CLUSTER=long INBOXD_CHAOS_REPORT=$(CURDIR)/chaos-cluster-report.txt go test -count=1 -timeout 120m -v -run '^TestChaosCluster$$' ./internal/chaos/
 
 # Fuzz the frame decoders and the token parser (seed corpora in testdata/fuzz).
 # `make test` runs each for 5s; `make fuzz FUZZTIME=10m` for a long run.

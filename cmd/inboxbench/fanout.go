@@ -129,6 +129,9 @@ func (s *system) copyInboxStreams(ctx context.Context) (func(), error) {
 		cfg.Name = "BENCHRAW_" + strconv.Itoa(p)
 		cfg.Subjects = []string{"benchraw." + strconv.Itoa(p) + ".*"}
 		cfg.Description = "inboxbench: raw publish baseline (copy of INBOX_" + strconv.Itoa(p) + ")"
+		if s.o.replicas > 0 {
+			cfg.Replicas = s.o.replicas // --cluster: the copies replicated as the inboxes are
+		}
 		if _, err := s.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			cleanup()
 			return nil, fmt.Errorf("create %s: %w", cfg.Name, err)
@@ -298,7 +301,9 @@ func (w *worker) rawPublish(a rawPubArgs) (sendResult, error) {
 	for i := 0; i < a.Count; i++ {
 		uid := int64(i%a.Users + 1)
 		m := e.MsgOn(subjects[uid-1], payload, a.Tag+streams.MessageDedupeID(int64(i), uid))
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		// A stall is backpressure (R3 acks come slower), not a failure:
+		// wait for room as long as it takes.
+		if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
 			return res, err
 		}
 	}

@@ -14,6 +14,7 @@
 //	inboxbench soak --duration D            steady load against short lifecycle settings: disk over time
 //	inboxbench devices                      60,000 registered devices, 5,000 online: NATS memory, a node restart, a week-offline login
 //	inboxbench all                          every scenario in turn (not soak)
+//	inboxbench fanout|storm --cluster 3     on a 3-node NATS cluster, R1 and R3 alternately (cluster.go)
 //
 // --json prints one JSON object per scenario (the contract fields first);
 // --quick runs tiny sizes in seconds (what the test suite does).
@@ -68,14 +69,16 @@ type opts struct {
 	duration, sampleEvery, offline                     time.Duration
 	hotWindow, retention, partitionWidth, cleanupEvery time.Duration
 	set                                                map[string]bool // flags given on the command line
+	// --cluster (fanout, storm): R1 and R3 runs alternate this many times
+	rounds int
 	// devices
 	registered, online, nodes int
 	deviceReap                time.Duration
 }
 
 var scenarios = map[string]func(context.Context, *opts) (any, error){
-	"fanout":  runFanout,
-	"storm":   runStorm,
+	"fanout":  clustered(runFanout),
+	"storm":   clustered(runStorm),
 	"live":    runLive,
 	"conns":   runConns,
 	"scale":   runScale,
@@ -144,6 +147,10 @@ func parseFlags(cmd string, args []string) *opts {
 			o.splitSet = true
 		}
 	})
+	if err := checkClusterFlags(cmd, o); err != nil {
+		fmt.Fprintln(os.Stderr, "inboxbench:", err)
+		os.Exit(2)
+	}
 	if o.sys.pgAdmin == "" {
 		o.sys.pgAdmin = store.DefaultURL
 	}
@@ -207,6 +214,9 @@ func newFlagSet(cmd string, o *opts, onError flag.ErrorHandling) *flag.FlagSet {
 	fs.DurationVar(&o.retention, "retention", 0, "soak: the server's --retention (default: the server's, keep forever; quick 8s; 0: not passed)")
 	fs.DurationVar(&o.partitionWidth, "partition-width", 0, "soak: the server's --partition-width (default: a fifth of --retention; 0: not passed)")
 	fs.DurationVar(&o.cleanupEvery, "cleanup-every", 0, "soak: the server's --cleanup-every, with a 2s --cleanup-margin and a short new-device window (default 5s, quick 1s; 0: not passed)")
+	fs.IntVar(&o.sys.cluster, "cluster", 0, "fanout, storm: run on a NATS cluster of this many nodes (3), measuring R1 and R3 streams alternately (cluster.go)")
+	fs.IntVar(&o.sys.replicas, "replicas", 0, "with --cluster: only this replica count (default: R1 and R3 alternately)")
+	fs.IntVar(&o.rounds, "rounds", 0, "with --cluster: runs of each replica count (default 3, quick 1)")
 	fs.IntVar(&o.registered, "registered", 0, "devices: registered devices, 3 per user (default 60,000, quick 300)")
 	fs.IntVar(&o.online, "online", 0, "devices: of them online, one per user (default 5,000, quick 30)")
 	fs.IntVar(&o.nodes, "nodes", 0, "devices: NATS nodes, 1 (R1) or 3 (a cluster, R3) (default: both in turn)")
@@ -237,6 +247,8 @@ func modeName(o *opts) string {
 	switch {
 	case o.sys.url != "":
 		return "external"
+	case o.sys.cluster > 0:
+		return fmt.Sprintf("cluster-%d-R%d", o.sys.cluster, o.sys.replicas)
 	case o.sys.split:
 		return "split"
 	}

@@ -471,6 +471,13 @@ func (w *worker) jsDrain(a jsDrainArgs) (stormResult, error) {
 			defer func() { <-sem }()
 			want := len(a.Groups[sd.G])
 			got, dup, extra, err := drainUser(ctx, js, a.Partitions, sd.UID, newExpected(idx[sd.G], want), want)
+			for try := 0; errors.Is(err, nats.ErrNoResponders) && try < 50; try++ {
+				// On a cluster (--cluster) a request can reach a server that
+				// does not know the consumer's subscriptions yet (interest
+				// propagates over the routes): drain the user again.
+				time.Sleep(100 * time.Millisecond)
+				got, dup, extra, err = drainUser(ctx, js, a.Partitions, sd.UID, newExpected(idx[sd.G], want), want)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			res.device(int64(want), int64(got), int64(dup), int64(extra))
@@ -495,7 +502,10 @@ func drainUser(ctx context.Context, js jetstream.JetStream, parts int, uid int64
 	}
 	for got < want {
 		batch, err := c.Fetch(want-got, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
+		if err == nil {
+			err = batch.Error()
+		}
+		if err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return got, dup, extra, err
 		}
 		n := 0

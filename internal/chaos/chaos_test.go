@@ -37,6 +37,12 @@ type plan struct {
 	// device sent away by the workload comes back offline too long (newest
 	// page first) within the run.
 	offlineThreshold int
+	// kinds are the fault kinds of the run (default faultKinds); natsDown
+	// how long a killed NATS node of a cluster stays down (cluster_test.go).
+	kinds        []string
+	natsDown     time.Duration
+	minNATSKills int // NATS node kills at least (cluster long plan)
+	fleet        int // probe devices timing a NATS node kill (cluster; default 6)
 }
 
 var plans = map[string]plan{
@@ -98,11 +104,16 @@ type world struct {
 	failed  map[string]error // fault kinds that could not be injected
 	recover map[string][]time.Duration
 	stuck   int // devices that needed a fresh connection at the end
+	kinds   []string
+	cluster *clusterWorld // the cluster run's admin connection and probe fleet (nil: single node)
 }
 
 func newWorld(t *testing.T, h *harness, pl plan) *world {
 	w := &world{t: t, h: h, pl: pl, rng: rand.New(rand.NewPCG(1, 2)), byUser: map[int64][]int{},
-		sent: map[string]*sent{}, faults: map[string]int{}, failed: map[string]error{}, recover: map[string][]time.Duration{}}
+		sent: map[string]*sent{}, faults: map[string]int{}, failed: map[string]error{}, recover: map[string][]time.Duration{}, kinds: pl.kinds}
+	if w.kinds == nil {
+		w.kinds = faultKinds
+	}
 	nc, err := nats.Connect(h.natsURL(), nats.UserInfo(string(natsauth.Admin), natsauth.Password(natsauth.Admin)))
 	if err != nil {
 		t.Fatal(err)
@@ -162,15 +173,22 @@ func (w *world) intn(n int) int {
 	return w.rng.IntN(n)
 }
 
+// newDevice makes a device of uid; on several gateways a user's phone and
+// desktop are on different ones (live entries must reach both).
 func (w *world) newDevice(uid int64, name, kind string) *device {
-	return &device{uid: uid, name: name, kind: kind, proxy: testenv.StartProxy(w.t, "127.0.0.1:"+strconv.Itoa(w.h.tcpPort)),
+	gw := int(uid)
+	if kind == "desktop" {
+		gw++
+	}
+	addr := w.h.tcpAddr(gw)
+	return &device{uid: uid, name: name, kind: kind, gw: addr, proxy: testenv.StartProxy(w.t, addr),
 		stored: map[int64]client.Message{}, order: map[int64][]handed{}}
 }
 
 func (w *world) run() {
 	t := w.t
 	for _, d := range w.devices {
-		if err := d.connect(t); err != nil {
+		if err := d.connectWithin(t, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -195,9 +213,9 @@ func (w *world) run() {
 	close(sendersDone)
 	// Keep injecting until the plan's fault count is reached, each kind
 	// at least once.
-	for deadline := time.Now().Add(3 * time.Minute); w.systemFaults() < w.pl.minFaults || len(w.missingFaults()) > 0; {
+	for deadline := time.Now().Add(3 * time.Minute); w.systemFaults() < w.pl.minFaults || len(w.missingFaults()) > 0 || w.natsKills() < w.pl.minNATSKills; {
 		if time.Now().After(deadline) {
-			t.Errorf("after 3 minutes more: %d faults of %d, never %v", w.systemFaults(), w.pl.minFaults, w.missingFaults())
+			t.Errorf("after 3 minutes more: %d faults of %d, %d NATS node kills of %d, never %v", w.systemFaults(), w.pl.minFaults, w.natsKills(), w.pl.minNATSKills, w.missingFaults())
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -210,7 +228,7 @@ func (w *world) run() {
 	w.h.waitHealthy(120 * time.Second)
 	for _, d := range w.devices {
 		d.proxy.Blackhole(false)
-		if err := d.connect(t); err != nil {
+		if err := d.connectWithin(t, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -233,10 +251,12 @@ func (w *world) run() {
 			}
 			d.mu.Unlock()
 			body := ""
-			if resp, err := http.Get("http://" + w.h.debugGW + "/debug/sessions?uid=" + strconv.FormatInt(d.uid, 10)); err == nil {
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				body = string(b)
+			for _, gw := range w.h.debugGWs {
+				if resp, err := http.Get("http://" + gw + "/debug/sessions?uid=" + strconv.FormatInt(d.uid, 10)); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					body += gw + ": " + string(b) + " "
+				}
 			}
 			t.Logf("stuck %d/%s: client %+v welcome cursor %d; gateway sessions %s", d.uid, d.name, st, cursor, body)
 			if nc, err := nats.Connect(w.h.natsURL(), nats.UserInfo(string(natsauth.Admin), natsauth.Password(natsauth.Admin))); err == nil {
@@ -274,7 +294,7 @@ func (w *world) run() {
 			}
 			w.sentMu.Unlock()
 			t.Logf("  %d missing", missing)
-			if resp, err := http.Get("http://" + w.h.debugGW + "/debug/pprof/goroutine?debug=2"); err == nil {
+			if resp, err := http.Get("http://" + w.h.debugGWs[0] + "/debug/pprof/goroutine?debug=2"); err == nil {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				_ = os.WriteFile(filepath.Join(os.TempDir(), "inboxd-chaos-gateway-goroutines.txt"), b, 0o644)
@@ -299,7 +319,7 @@ func (w *world) missingFaults() []string {
 	w.sentMu.Lock()
 	defer w.sentMu.Unlock()
 	var out []string
-	for _, k := range faultKinds {
+	for _, k := range w.kinds {
 		if w.faults[k] == 0 && w.failed[k] == nil {
 			out = append(out, k)
 		}
@@ -379,7 +399,7 @@ func (w *world) sender(s, per int) {
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			var err error
-			c, err = client.Dial(ctx, client.Options{URL: "tcp://127.0.0.1:" + strconv.Itoa(w.h.tcpPort),
+			c, err = client.Dial(ctx, client.Options{URL: "tcp://" + w.h.tcpAddr(s),
 				Token: testenv.Token(t, uid, "sender-"+strconv.Itoa(s)), MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
 			cancel()
 			if err == nil {
@@ -446,7 +466,7 @@ func (w *world) sender(s, per int) {
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			var err error
-			c, err = client.Dial(ctx, client.Options{URL: "tcp://127.0.0.1:" + strconv.Itoa(w.h.tcpPort),
+			c, err = client.Dial(ctx, client.Options{URL: "tcp://" + w.h.tcpAddr(s),
 				Token: testenv.Token(t, uid, "sender-retry-"+strconv.Itoa(s))})
 			cancel()
 			if err == nil {
@@ -501,7 +521,7 @@ func (w *world) churn(done chan struct{}) {
 			}()
 		case 1:
 			d.proxy.Close() // vanish: connections dropped without goodbye
-			d.proxy = testenv.StartProxy(w.t, "127.0.0.1:"+strconv.Itoa(w.h.tcpPort))
+			d.proxy = testenv.StartProxy(w.t, d.gw)
 			// The client reconnects to its URL, the old proxy address:
 			// restart the app on the new one.
 			d.disconnect()
@@ -516,9 +536,9 @@ func (w *world) churn(done chan struct{}) {
 // inject hits the system with one fault at a time and measures recovery:
 // the time from the fault's end until a probe send is STORED and delivered.
 func (w *world) inject(done chan struct{}) {
-	kinds := faultKinds
+	kinds := w.kinds
 	probe := w.newDevice(1, "probe", "desktop")
-	if err := probe.connect(w.t); err != nil {
+	if err := probe.connectWithin(w.t, time.Minute); err != nil {
 		w.t.Fatal(err)
 	}
 	defer probe.disconnect()
@@ -533,26 +553,31 @@ func (w *world) inject(done chan struct{}) {
 			kind = kinds[w.intn(len(kinds))]
 			if m := w.missingFaults(); len(m) > 0 {
 				kind = m[0]
+			} else if w.pl.minNATSKills > 0 && w.natsKills() < w.pl.minNATSKills && i%2 == 0 {
+				// Every other fault a NATS node until the plan's count.
+				kind = []string{"kill-nats-leader", "kill-nats-follower"}[w.intn(2)]
 			}
 		}
 		down := time.Duration(300+w.intn(1500)) * time.Millisecond
 		switch kind {
 		case "kill-gateway":
-			w.h.gateway.kill()
+			gw := w.h.gateways[w.intn(len(w.h.gateways))]
+			gw.kill()
 			time.Sleep(down)
-			w.h.gateway.up()
+			gw.up()
 		case "kill-fanout":
-			w.h.fanout.kill()
+			f := w.h.fanouts[w.intn(len(w.h.fanouts))]
+			f.kill()
 			time.Sleep(down)
-			w.h.fanout.up()
+			f.up()
 		case "kill-syncer":
 			w.h.syncer.kill()
 			time.Sleep(down)
 			w.h.syncer.up()
 		case "restart-nats":
-			w.h.nats.kill()
+			w.h.nats[0].kill()
 			time.Sleep(down)
-			w.h.nats.up()
+			w.h.nats[0].up()
 		case "restart-postgres":
 			if err := restartPostgres(w.h.dbURL); err != nil {
 				w.sentMu.Lock()
@@ -569,6 +594,19 @@ func (w *world) inject(done chan struct{}) {
 			d.proxy.Blackhole(true)
 			time.Sleep(3 * down)
 			d.proxy.Blackhole(false)
+		default:
+			// A NATS node of the cluster: its recovery is measured on the
+			// probe fleet, from the kill on (cluster_test.go).
+			if err := w.clusterFault(kind, i); err != nil {
+				w.sentMu.Lock()
+				first := w.failed[kind] == nil
+				w.failed[kind] = err
+				w.sentMu.Unlock()
+				if first {
+					w.t.Errorf("%s: %v", kind, err)
+				}
+			}
+			continue
 		}
 		w.count(kind)
 		if r, ok := w.probe(probe, i); ok {
@@ -588,7 +626,7 @@ func (w *world) probe(p *device, i int) (time.Duration, bool) {
 	var c *client.Client
 	for c == nil && ctx.Err() == nil {
 		var err error
-		c, err = client.Dial(ctx, client.Options{URL: "tcp://127.0.0.1:" + strconv.Itoa(w.h.tcpPort), Token: testenv.Token(w.t, 1, "prober")})
+		c, err = client.Dial(ctx, client.Options{URL: "tcp://" + w.h.tcpAddr(i), Token: testenv.Token(w.t, 1, "prober")})
 		if err != nil {
 			time.Sleep(50 * time.Millisecond)
 		}

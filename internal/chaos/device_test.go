@@ -18,6 +18,7 @@ type device struct {
 	uid   int64
 	name  string
 	kind  string // device_kind: mobile or desktop
+	gw    string // the gateway's TCP address its proxy forwards to
 	proxy *testenv.Proxy
 
 	mu       sync.Mutex
@@ -31,6 +32,9 @@ type device struct {
 	away     bool // sent away by the workload: connect leaves it offline
 	tooLong  int  // app starts whose welcome said offline_too_long
 	newest   int  // messages handed over on the newest lane (offline too long)
+	// arrived, when set, is told of every message the app stores (the
+	// cluster run's probe fleet times its recovery with it).
+	arrived func(client.Message, time.Time)
 }
 
 // handed is one message handed to the app (for the order check and its
@@ -65,6 +69,21 @@ func (d *device) connect(t *testing.T) error {
 		d.tooLong++
 	}
 	return nil
+}
+
+// connectWithin connects the device, retrying refused logins (a login the
+// gateway cannot serve now is refused with UNAVAILABLE: retry) until
+// within has passed.
+func (d *device) connectWithin(t *testing.T, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := d.connect(t)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		t.Logf("device %d/%s: login failed, retrying: %v", d.uid, d.name, err)
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // setAway holds the device offline (true) or lets it connect again.
@@ -113,6 +132,9 @@ func (d *device) handle(m client.Message) error {
 		return nil
 	}
 	d.stored[m.MsgID] = m
+	if d.arrived != nil {
+		d.arrived(m, time.Now())
+	}
 	if m.Lane == "newest" {
 		d.newest++
 	}

@@ -16,6 +16,13 @@
 //	pg_createcluster 15 chaos --port 5433 -- --auth=trust && pg_ctlcluster 15 chaos start
 //	INBOXD_TEST_DATABASE_URL=postgres://inboxd:inboxd@127.0.0.1:5433/postgres?sslmode=disable INBOXD_CHAOS=short go test ./internal/chaos/
 //
+// TestChaosCluster (cluster_test.go) runs the same workload and oracle on a
+// three-node NATS cluster with R3 streams, two gateways and two fanouts,
+// SIGKILLing the node that leads SEND and an INBOX partition:
+//
+//	make chaos-cluster                                    long run (INBOXD_CHAOS_CLUSTER=long; restarts Postgres)
+//	INBOXD_CHAOS_CLUSTER=short go test -run '^TestChaosCluster$' ./internal/chaos/   the short run make test does (leaves Postgres alone)
+//
 // A run fails unless it injected every fault kind it claims at least once
 // and brought some device back offline too long (newest page first).
 package chaos

@@ -17,78 +17,127 @@ import (
 	"github.com/inboxd/inboxd/internal/testenv"
 )
 
-// harness is the system under test: four processes and Postgres.
+// harness is the system under test: the service processes and Postgres.
+// The single-node run has one NATS server, one gateway and one fanout; the
+// cluster run (cluster_test.go) three NATS nodes, two gateways, two fanouts.
 type harness struct {
-	t        *testing.T
-	dir      string
-	natsPort int
-	tcpPort  int
-	dbURL    string
-	nats     *proc
-	gateway  *proc
-	fanout   *proc
-	syncer   *proc
-	httpGW   string
-	debugGW  string // the gateway's --debug-http: /debug/sessions, /debug/pprof
+	t         *testing.T
+	dir       string
+	bin       string // the built inboxd, gateway, fanout, syncer
+	dbURL     string
+	nats      []*proc // NATS servers
+	natsNames []string
+	natsPorts []int
+	gateways  []*proc
+	tcpPorts  []int
+	httpGWs   []string
+	debugGWs  []string // the gateways' --debug-http: /debug/sessions, /debug/pprof
+	fanouts   []*proc
+	syncer    *proc
+	procs     []*proc // in start order (stopped in reverse)
 }
 
-func startHarness(t *testing.T, pl plan) *harness {
+// newHarness builds the binaries and registers the cleanup that stops
+// every process (services before NATS) and shows the logs of a failed run.
+func newHarness(t *testing.T) *harness {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	out, err := exec.Command("go", "build", "-o", bin+"/", "../../cmd/inboxd", "../../cmd/gateway", "../../cmd/fanout", "../../cmd/syncer").CombinedOutput()
 	if err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	h := &harness{t: t, dir: dir, natsPort: testenv.FreePort(t), tcpPort: testenv.FreePort(t), dbURL: testenv.Database(t)}
-	natsURL := "nats://127.0.0.1:" + strconv.Itoa(h.natsPort)
-	// --drain-delay 0s: no load balancer watches these processes, and a
-	// SIGTERM'd one should go at once.
-	common := []string{"--database-url", h.dbURL, "--inbox-partitions", "4", "--send-partitions", "4", "--log-level", "warn", "--drain-delay", "0s"}
-	h.nats = newProc(t, dir, "nats", bin+"/inboxd", "--nats-only", "--data", filepath.Join(dir, "nats"),
-		"--nats-listen", "127.0.0.1:"+strconv.Itoa(h.natsPort), "--http", "127.0.0.1:0", "--drain-delay", "0s")
-	h.httpGW = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	h.debugGW = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	h.gateway = newProc(t, dir, "gateway", bin+"/gateway", append([]string{"--nats", natsURL, "--tcp", "127.0.0.1:" + strconv.Itoa(h.tcpPort),
-		"--ws", "127.0.0.1:0", "--http", h.httpGW, "--debug-http", h.debugGW, "--heartbeat", "2s", "--token-secret", testenv.Secret,
-		"--new-device-max", "1000000000", "--send-rate", "100000", "--pull-rate", "1000",
-		"--offline-threshold", strconv.Itoa(pl.offlineThreshold)}, common...)...)
-	h.fanout = newProc(t, dir, "fanout", bin+"/fanout", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0"}, common...)...) // node id leased: a restart after SIGKILL takes a free one at once
-	h.syncer = newProc(t, dir, "syncer", bin+"/syncer", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0"}, common...)...)
+	h := &harness{t: t, dir: dir, bin: bin, dbURL: testenv.Database(t)}
 	t.Cleanup(func() {
-		for _, p := range []*proc{h.gateway, h.fanout, h.syncer, h.nats} {
-			p.stop()
+		for i := len(h.procs) - 1; i >= 0; i-- {
+			h.procs[i].stop()
 		}
 		if t.Failed() {
-			for _, n := range []string{"gateway", "fanout", "syncer", "nats"} {
-				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
+			for _, p := range h.procs {
+				b, _ := os.ReadFile(filepath.Join(dir, p.name+".log"))
 				if len(b) > 4000 {
 					b = b[len(b)-4000:]
 				}
-				t.Logf("--- %s.log (tail)\n%s", n, b)
+				t.Logf("--- %s.log (tail)\n%s", p.name, b)
 			}
 		}
 	})
+	return h
+}
+
+func (h *harness) start(name, bin string, args ...string) *proc {
+	p := newProc(h.t, h.dir, name, filepath.Join(h.bin, bin), args...)
+	h.procs = append(h.procs, p)
+	return p
+}
+
+// startGateway starts a gateway (name gateway, gateway2, ...) on ports of
+// its own.
+func (h *harness) startGateway(pl plan, natsURL string, common []string) {
+	name := "gateway"
+	if n := len(h.gateways); n > 0 {
+		name += strconv.Itoa(n + 1)
+	}
+	tcp := testenv.FreePort(h.t)
+	httpAddr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(h.t))
+	debug := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(h.t))
+	h.tcpPorts, h.httpGWs, h.debugGWs = append(h.tcpPorts, tcp), append(h.httpGWs, httpAddr), append(h.debugGWs, debug)
+	h.gateways = append(h.gateways, h.start(name, "gateway", append([]string{"--nats", natsURL, "--tcp", "127.0.0.1:" + strconv.Itoa(tcp),
+		"--ws", "127.0.0.1:0", "--http", httpAddr, "--debug-http", debug, "--heartbeat", "2s", "--token-secret", testenv.Secret,
+		"--new-device-max", "1000000000", "--send-rate", "100000", "--pull-rate", "1000",
+		"--offline-threshold", strconv.Itoa(pl.offlineThreshold)}, common...)...))
+}
+
+func startHarness(t *testing.T, pl plan) *harness {
+	h := newHarness(t)
+	h.natsPorts, h.natsNames = []int{testenv.FreePort(t)}, []string{"nats"}
+	natsURL := h.natsURL()
+	// --drain-delay 0s: no load balancer watches these processes, and a
+	// SIGTERM'd one should go at once.
+	common := []string{"--database-url", h.dbURL, "--inbox-partitions", "4", "--send-partitions", "4", "--log-level", "warn", "--drain-delay", "0s"}
+	h.nats = []*proc{h.start("nats", "inboxd", "--nats-only", "--data", filepath.Join(h.dir, "nats"),
+		"--nats-listen", "127.0.0.1:"+strconv.Itoa(h.natsPorts[0]), "--http", "127.0.0.1:0", "--drain-delay", "0s")}
+	h.startGateway(pl, natsURL, common)
+	h.fanouts = []*proc{h.start("fanout", "fanout", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0"}, common...)...)}
+	h.syncer = h.start("syncer", "syncer", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0"}, common...)...)
 	h.waitHealthy(60 * time.Second)
 	return h
 }
 
+// waitHealthy waits until every gateway reports healthy.
 func (h *harness) waitHealthy(within time.Duration) time.Duration {
 	start := time.Now()
-	for time.Since(start) < within {
-		resp, err := http.Get("http://" + h.httpGW + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return time.Since(start)
+	for _, gw := range h.httpGWs {
+		for {
+			resp, err := http.Get("http://" + gw + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
 			}
+			if time.Since(start) > within {
+				h.t.Fatalf("gateway %s not healthy after %s", gw, within)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	h.t.Fatalf("gateway not healthy after %s", within)
-	return 0
+	return time.Since(start)
 }
 
-func (h *harness) natsURL() string { return "nats://127.0.0.1:" + strconv.Itoa(h.natsPort) }
+// natsURL is every NATS server's client URL, comma separated (what the
+// services' --nats takes).
+func (h *harness) natsURL() string {
+	urls := make([]string, len(h.natsPorts))
+	for i, p := range h.natsPorts {
+		urls[i] = "nats://127.0.0.1:" + strconv.Itoa(p)
+	}
+	return strings.Join(urls, ",")
+}
+
+// tcpAddr is gateway i's (modulo the gateways) TCP listen address.
+func (h *harness) tcpAddr(i int) string {
+	return "127.0.0.1:" + strconv.Itoa(h.tcpPorts[i%len(h.tcpPorts)])
+}
 
 // restartPostgres restarts the local cluster that serves url, found by its
 // port in pg_lsclusters (fast shutdown: connections are cut mid-flight).

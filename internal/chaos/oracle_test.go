@@ -73,11 +73,14 @@ func (w *world) report() {
 		perConv[s.conv] = append(perConv[s.conv], s.convSeq)
 	}
 	gaps := 0
-	for _, seqs := range perConv {
+	for conv, seqs := range perConv {
 		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 		for i, s := range seqs {
 			if s != int64(i+1) {
 				gaps++
+				if gaps <= 3 {
+					t.Errorf("gap: conversation %d: the %dth STORED conv_seq is %d (of %d stored; a send the run never saw answered counts as not stored)", conv, i+1, s, len(seqs))
+				}
 				break
 			}
 		}
@@ -113,7 +116,14 @@ func (w *world) report() {
 	fmt.Fprintf(&b, "  order violations: %d   conversations with conv_seq gaps: %d   messages never sent: %d\n", orderViolations, gaps, phantoms)
 	fmt.Fprintf(&b, "  devices incomplete after quiescence until reconnected (stuck sessions): %d\n", w.stuck)
 	fmt.Fprintf(&b, "  logins offline too long (--offline-threshold %d): %d   messages handed over on the newest lane: %d\n", w.pl.offlineThreshold, tooLong, newest)
-	fmt.Fprintf(&b, "  process starts: gateway %d, fanout %d, syncer %d, nats %d\n", w.h.gateway.starts, w.h.fanout.starts, w.h.syncer.starts, w.h.nats.starts)
+	starts := make([]string, len(w.h.procs))
+	for i, p := range w.h.procs {
+		starts[i] = fmt.Sprintf("%s %d", p.name, p.starts)
+	}
+	fmt.Fprintf(&b, "  process starts: %s\n", strings.Join(starts, ", "))
+	if w.cluster != nil {
+		w.cluster.report(&b)
+	}
 	t.Log("\n" + b.String())
 	if out := os.Getenv("INBOXD_CHAOS_REPORT"); out != "" {
 		_ = os.WriteFile(out, []byte(b.String()), 0o644)
@@ -123,7 +133,7 @@ func (w *world) report() {
 	}
 	// The run must have been what it claims.
 	var missing []string
-	for _, k := range faultKinds {
+	for _, k := range w.kinds {
 		if w.faults[k] == 0 {
 			missing = append(missing, fmt.Sprintf("%s (%v)", k, w.failed[k]))
 		}
