@@ -111,8 +111,18 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 		c, found, err := dc.cursors.GetDeviceCursor(ctx, dc.uid, dc.device)
 		mirrorCh <- mirrorResult{c, found, err}
 	}()
-	cons, err := dc.js.Consumer(ctx, dc.stream, dc.name)
-	if offline(err) {
+	// The info request is bounded on its own: an R1 consumer whose server
+	// was just killed (or restarted without its in-memory state) may go
+	// unanswered until the cluster notices, and a login that spent its
+	// whole budget waiting would be refused again and again (the cluster
+	// chaos run saw devices refused for minutes). Unanswered, it is treated
+	// as offline: deleted through the meta layer and created again from
+	// the mirror (repeats, never a skip); when even the delete goes
+	// unanswered the login is refused UNAVAILABLE and the client retries.
+	ictx, icancel := context.WithTimeout(ctx, consumerInfoTimeout)
+	cons, err := dc.js.Consumer(ictx, dc.stream, dc.name)
+	icancel()
+	if offline(err) || (err != nil && unanswered(err) && ctx.Err() == nil) {
 		err = dc.dropOffline(ctx, err) // ErrConsumerNotFound once dropped: created below
 	}
 	mr := <-mirrorCh
@@ -279,6 +289,10 @@ const (
 	jsErrConsumerOffline       jetstream.ErrorCode = 10119
 	jsErrConsumerOfflineReason jetstream.ErrorCode = 10195
 )
+
+// consumerInfoTimeout bounds a login's consumer info request (open): far
+// above an answer's milliseconds, well inside the client's hello timeout.
+const consumerInfoTimeout = 4 * time.Second
 
 // unanswered reports whether err may mean the consumer's server is down: a
 // pull to it finds no responder, a reset to it times out.
