@@ -39,6 +39,20 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // forwarded, nothing is closed.
 func (p *Proxy) Blackhole(on bool) { p.black.Store(on) }
 
+// Cut closes every current connection through the proxy, both sides (the
+// client sees its socket end with no close frame), and returns how many
+// client connections it cut; new ones are accepted as before.
+func (p *Proxy) Cut() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	n := len(p.conns) / 2
+	p.conns = nil
+	return n
+}
+
 // Close closes the listener and every connection.
 func (p *Proxy) Close() {
 	p.ln.Close()

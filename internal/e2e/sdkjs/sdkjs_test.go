@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,7 +73,8 @@ func TestSDKJS(t *testing.T) {
 	run("build", nil, "scripts/build.mjs")
 
 	n := testnode.AllInOne(t)
-	cut := startCutProxy(t, n.Gateway.WSURL())
+	wsHost := strings.TrimPrefix(n.Gateway.WSURL(), "ws://")
+	cut := testenv.StartProxy(t, wsHost[:len(wsHost)-len(wsPath(n.Gateway.WSURL()))])
 	// A second gateway on the same node whose devices are offline too long
 	// from 50 pending entries on (the default is 5,000): the newest page.
 	newest := testnode.Gateway(t, n, gateway.Options{OfflineThreshold: 50})
@@ -92,7 +94,7 @@ func TestSDKJS(t *testing.T) {
 	run("unit tests", nil, append(args, "test/unit/")...)
 	run("integration tests", []string{
 		"INBOXD_WS_URL=" + n.Gateway.WSURL(),
-		"INBOXD_WS_CUT_URL=ws://" + cut.addr() + wsPath(n.Gateway.WSURL()),
+		"INBOXD_WS_CUT_URL=ws://" + cut.Addr() + wsPath(n.Gateway.WSURL()),
 		"INBOXD_WS_NEWEST_URL=" + newest.WSURL(),
 		"INBOXD_CTL_URL=http://" + ln.Addr().String(),
 	}, append(args, "test/integration/")...)
@@ -112,7 +114,7 @@ func wsPath(u string) string {
 type sdkHarness struct {
 	t   *testing.T
 	n   *node.Node
-	cut *cutProxy
+	cut *testenv.Proxy
 	adm *admin.Client
 
 	mu        sync.Mutex
@@ -200,7 +202,7 @@ func (h *sdkHarness) mux() *http.ServeMux {
 		return h.adm.Revoke(ctx, admin.RevokeRequest{UID: uid, Device: device})
 	})
 	handle("/cut", func(context.Context, map[string]json.RawMessage) (any, error) {
-		return map[string]int{"cut": h.cut.cutAll()}, nil
+		return map[string]int{"cut": h.cut.Cut()}, nil
 	})
 	handle("/go/dial", func(ctx context.Context, req map[string]json.RawMessage) (any, error) {
 		var uid int64
@@ -335,65 +337,4 @@ func fields(req map[string]json.RawMessage, pairs ...any) error {
 		}
 	}
 	return nil
-}
-
-// cutProxy forwards TCP connections to a gateway and closes them all on
-// cutAll: the client sees its socket end without a WebSocket close frame.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-}
-
-func startCutProxy(t *testing.T, wsURL string) *cutProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := wsURL[len("ws://"):]
-	host = host[:len(host)-len(wsPath(wsURL))]
-	p := &cutProxy{ln: ln, target: host, conns: map[net.Conn]struct{}{}}
-	go p.accept()
-	t.Cleanup(func() { ln.Close(); p.cutAll() })
-	return p
-}
-
-func (p *cutProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *cutProxy) accept() {
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
-			_, _ = io.Copy(dst, src)
-			dst.Close()
-			src.Close()
-		}
-		go pipe(out, in)
-		go pipe(in, out)
-	}
-}
-
-// cutAll closes every connection through the proxy; it returns how many
-// client connections it cut.
-func (p *cutProxy) cutAll() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		c.Close()
-	}
-	n := len(p.conns) / 2
-	p.conns = map[net.Conn]struct{}{}
-	return n
 }
