@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -124,13 +125,22 @@ type system struct {
 
 var dbSeq atomic.Int64
 
+// freeAddr returns a loopback address whose port was free a moment ago,
+// below the kernel's ephemeral range (32768-60999): the tool opens
+// thousands of client connections, and a port the kernel handed out with
+// :0 may be the source port of one of them by the time a server binds it
+// (seen: a gateway exiting with "address already in use").
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	var err error
+	for range 200 {
+		addr := "127.0.0.1:" + strconv.Itoa(20000+rand.IntN(12000))
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", fmt.Errorf("no free port in 20000..31999: %w", err)
 }
 
 func startSystem(ctx context.Context, o sysOpts) (_ *system, err error) {
