@@ -137,14 +137,13 @@ func (n *NATS) Stop() {
 }
 
 // FreePort returns a TCP port that was free a moment ago.
+//
+// It is StablePort: a port the kernel hands out with :0 lies in the
+// ephemeral range, where by the time a process binds it, it may be the
+// source port of any outgoing connection on the box.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return StablePort(t)
 }
 
 // Logger returns a logger that writes to the test log at warn level and above.
