@@ -58,15 +58,25 @@ func observedGateway(t *testing.T, n *node.Node, opts gateway.Options) (*gateway
 
 // checkLogged fails unless logs hold a warn line msg with code and the
 // client's address as remote.
+//
+// The gateway logs the refusal after it queued the fatal frame, so the
+// client may see the connection end a moment before the line is written:
+// the line is waited for, up to 5s.
 func checkLogged(t *testing.T, logs *observer.ObservedLogs, msg string, code pb.ErrorCode, remote string) {
 	t.Helper()
 	var seen []string
-	for _, l := range logs.FilterMessage(msg).All() {
-		f := l.ContextMap()
-		if l.Level == zapcore.WarnLevel && f["remote"] == remote && f["code"] == code.String() {
-			return
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		seen = seen[:0]
+		for _, l := range logs.FilterMessage(msg).All() {
+			f := l.ContextMap()
+			if l.Level == zapcore.WarnLevel && f["remote"] == remote && f["code"] == code.String() {
+				return
+			}
+			seen = append(seen, fmt.Sprint(f))
 		}
-		seen = append(seen, fmt.Sprint(f))
+		if time.Now().After(deadline) {
+			break
+		}
 	}
 	t.Fatalf("no warn line %q with code %s and remote %s; lines with that message: %v", msg, code, remote, seen)
 }
