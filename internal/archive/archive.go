@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -136,7 +137,15 @@ func (a *Archiver) Run(ctx context.Context) error {
 	epochs := make([]uint64, len(first))
 	for p := range first {
 		if first[p], epochs[p], err = a.startPartition(ctx, p, cfg); err != nil {
-			return err
+			if !unanswered(err) || ctx.Err() != nil {
+				return err
+			}
+			// A NATS that does not answer yet (a node rejoining its
+			// cluster, a meta leader being elected) is no configuration
+			// error: the partition's loop below starts it again each
+			// second, instead of the archiver stopping for good.
+			a.log.Warn("start the archiver of a partition; retrying", zap.Int("partition", p), zap.Error(err))
+			first[p] = nil
 		}
 	}
 	if !a.opts.SeparateTrimmer {
@@ -174,6 +183,12 @@ func (a *Archiver) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return ctx.Err()
+}
+
+// unanswered reports whether err is NATS not answering (a timeout, no
+// responders): what a cluster that is electing or catching up does.
+func unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
 }
 
 // startPartition checks partition p's stream epoch (epoch.go) and creates

@@ -6,6 +6,7 @@ package fanout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -160,8 +161,23 @@ const publishWindow = 16384
 // Run creates the fanout consumers if needed and processes the partitions
 // until ctx is done. Streams must exist (streams.EnsureStreams).
 func (f *Fanout) Run(ctx context.Context) error {
-	if err := streams.EnsureFanoutConsumers(ctx, f.js, f.opts.Layout); err != nil {
-		return err
+	// A NATS that does not answer yet (a cluster electing a meta leader,
+	// a node catching up) is waited out: the fanout stopping here would
+	// stop it for the process's lifetime.
+	for delay := 250 * time.Millisecond; ; delay = min(2*delay, 4*time.Second) {
+		err := streams.EnsureFanoutConsumers(ctx, f.js, f.opts.Layout)
+		if err == nil {
+			break
+		}
+		if !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)) || ctx.Err() != nil {
+			return err
+		}
+		f.log.Warn("create the fanout consumers; retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
 	}
 	if err := f.TakeNodeID(ctx); err != nil {
 		return err

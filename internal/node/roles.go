@@ -139,7 +139,12 @@ func (n *Node) startFanout(ctx, run context.Context, cfg config.Config, js jetst
 	if err := n.Fanout.TakeNodeID(ctx); err != nil {
 		return err
 	}
-	if err := streams.EnsureFanoutConsumers(ctx, js, cfg.Layout); err != nil {
+	// A node that just rejoined its cluster may find the meta layer busy
+	// catching up: its first creates time out (seen in TestAllInOneCluster
+	// after a restart). They are retried like the streams' creation.
+	if err := retryCluster(ctx, n.log, "create the fanout consumers", cfg.Replicas, func(ctx context.Context) error {
+		return streams.EnsureFanoutConsumers(ctx, js, cfg.Layout)
+	}); err != nil {
 		return err
 	}
 	n.runLoop(run, "fanout", n.Fanout.Run)
