@@ -20,12 +20,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
 
+	"github.com/inboxd/inboxd/internal/natsconn"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
@@ -137,7 +137,7 @@ func (a *Archiver) Run(ctx context.Context) error {
 	epochs := make([]uint64, len(first))
 	for p := range first {
 		if first[p], epochs[p], err = a.startPartition(ctx, p, cfg); err != nil {
-			if !unanswered(err) || ctx.Err() != nil {
+			if !natsconn.Unanswered(err) || ctx.Err() != nil {
 				return err
 			}
 			// A NATS that does not answer yet (a node rejoining its
@@ -183,12 +183,6 @@ func (a *Archiver) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return ctx.Err()
-}
-
-// unanswered reports whether err is NATS not answering (a timeout, no
-// responders): what a cluster that is electing or catching up does.
-func unanswered(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
 }
 
 // startPartition checks partition p's stream epoch (epoch.go) and creates

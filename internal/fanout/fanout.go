@@ -6,7 +6,6 @@ package fanout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/lease"
+	"github.com/inboxd/inboxd/internal/natsconn"
 	"github.com/inboxd/inboxd/internal/ops"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
@@ -169,7 +169,7 @@ func (f *Fanout) Run(ctx context.Context) error {
 		if err == nil {
 			break
 		}
-		if !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)) || ctx.Err() != nil {
+		if !natsconn.Unanswered(err) || ctx.Err() != nil {
 			return err
 		}
 		f.log.Warn("create the fanout consumers; retrying", zap.Error(err))

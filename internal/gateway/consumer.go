@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/inboxd/inboxd/internal/natsconn"
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/streams"
 )
@@ -122,7 +123,7 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 	ictx, icancel := context.WithTimeout(ctx, consumerInfoTimeout)
 	cons, err := dc.js.Consumer(ictx, dc.stream, dc.name)
 	icancel()
-	if offline(err) || (err != nil && unanswered(err) && ctx.Err() == nil) {
+	if offline(err) || (err != nil && natsconn.Unanswered(err) && ctx.Err() == nil) {
 		err = dc.dropOffline(ctx, err) // ErrConsumerNotFound once dropped: created below
 	}
 	mr := <-mirrorCh
@@ -294,13 +295,6 @@ const (
 // above an answer's milliseconds, well inside the client's hello timeout.
 const consumerInfoTimeout = 4 * time.Second
 
-// unanswered reports whether err may mean the consumer's server is down: a
-// pull to it finds no responder, a reset to it times out.
-func unanswered(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
-}
-
 // dropOffline deletes the consumer, which JetStream reported offline
 // (cause), and returns ErrConsumerNotFound: the caller creates it again.
 func (dc *deviceConsumer) dropOffline(ctx context.Context, cause error) error {
@@ -322,7 +316,7 @@ func (dc *deviceConsumer) lost(ctx context.Context, err error) bool {
 		return true
 	}
 	if !offline(err) {
-		if !unanswered(err) || ctx.Err() != nil {
+		if !natsconn.Unanswered(err) || ctx.Err() != nil {
 			return false
 		}
 		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)

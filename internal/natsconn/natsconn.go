@@ -4,6 +4,8 @@
 package natsconn
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -73,4 +75,13 @@ func Redact(urls string) string {
 		parts[i] = u.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// Unanswered reports whether err is NATS not answering a request: a
+// timeout or no responders. It is what a JetStream cluster electing a
+// leader, a node catching up after a restart, or the dead server of an R1
+// consumer looks like from the client: worth waiting out or treating as
+// "that server is down", never a configuration error.
+func Unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
 }

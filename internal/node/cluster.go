@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/lease"
+	"github.com/inboxd/inboxd/internal/natsconn"
 )
 
 // Cluster roles (docs/operations.md, "Cluster roles"). Every role may run
@@ -130,8 +130,7 @@ func clusterForming(err error) bool {
 		}
 		return false
 	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+	return natsconn.Unanswered(err) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
 }
 
 // singletonJobs runs jobs on one syncer of the installation at a time:

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/inboxd/inboxd/internal/natsconn"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -205,7 +205,7 @@ func withRetry(ctx context.Context, f func() error) error {
 // peers for placement, peer offline"). Not: too few servers for the
 // count, a single server (non-clustered), a bad config.
 func retryable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) {
+	if natsconn.Unanswered(err) {
 		return true
 	}
 	var apiErr *jetstream.APIError
