@@ -131,27 +131,14 @@ func ChangeReplicas(ctx context.Context, js jetstream.JetStream, n int) (changed
 	if err != nil || parts < 1 {
 		return nil, fmt.Errorf("streams: %s records no partition count (%s): not an inboxd installation", InboxStream(0), metaPartitions)
 	}
-	for _, name := range installationStreams(Layout{InboxPartitions: parts}) {
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			return changed, fmt.Errorf("streams: look up %s: %w", name, err)
-		}
-		c := s.CachedInfo().Config
-		if replicasOf(c) == n {
-			continue
-		}
-		c.Replicas = n
-		if err := updateWithRetry(ctx, js, c); err != nil {
-			return changed, fmt.Errorf("streams: set --replicas %d on %s: %w", n, name, err)
-		}
-		changed = append(changed, name)
-	}
 	// The streams that exist only in some installations follow too: PUSH
 	// (with --push) and the leases bucket (internal/lease), so that no
 	// part of an R3 installation stays on one server.
-	for _, name := range optionalStreams {
+	names := installationStreams(Layout{InboxPartitions: parts})
+	required := len(names)
+	for i, name := range append(names, optionalStreams...) {
 		s, err := js.Stream(ctx, name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if i >= required && errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
 		}
 		if err != nil {
