@@ -62,7 +62,24 @@ type Conn struct {
 	// it covers tokenIat.
 	tokenIat, tokenExp time.Time
 	expiry             *time.Timer
+
+	// Parking (poller_linux.go): an idle logged-in connection has no
+	// reader goroutine. fd is the socket's descriptor (-1: never parked);
+	// state says whether a reader runs; lastRead is when the reader last
+	// began to wait for a frame (unix ns), the start of the silence the
+	// heartbeat limit measures; registered is the reader's (whoever runs
+	// it) record that fd is in the epoll set.
+	fd         int32
+	state      atomic.Int32
+	lastRead   atomic.Int64
+	registered bool
 }
+
+// Conn.state: a reader goroutine runs, or the connection is parked.
+const (
+	connRunning int32 = iota
+	connParked
+)
 
 func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {
 	return &Conn{
@@ -73,6 +90,7 @@ func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {
 		reqs:     make(chan struct{}, maxRequests),
 		done:     make(chan struct{}),
 		born:     time.Now().UnixNano(),
+		fd:       -1,
 	}
 }
 
@@ -170,14 +188,43 @@ func (c *Conn) close() {
 		if s := c.session(); s != nil {
 			s.close()
 		}
+		// A parked connection has no reader to see the close: give it one,
+		// its read fails at once and it ends like any other.
+		c.wake()
 	})
 }
 
-// serve runs the connection until it ends.
-func (c *Conn) serve() {
-	defer c.g.forget(c)
-	defer c.close()
+// finish is the reader's last act: the connection is closed and forgotten.
+func (c *Conn) finish() {
+	c.close()
+	c.g.forget(c)
+}
 
+// wake starts the reader of a parked connection again (readiness, close
+// or shutdown); it does nothing for a running one.
+func (c *Conn) wake() {
+	if c.state.CompareAndSwap(connParked, connRunning) {
+		c.g.poller.forget(c)
+		go c.readLoop(false)
+	}
+}
+
+// silent closes a parked connection that sent nothing for 3 heartbeats:
+// what the read deadline does for a running reader.
+func (c *Conn) silent() {
+	if c.state.CompareAndSwap(connParked, connRunning) {
+		c.g.poller.forget(c)
+		go func() {
+			c.g.metrics.timeouts.Inc()
+			c.g.metrics.heartbeatTimeouts.Inc()
+			c.logger().Debug("parked connection: peer silent for 3 heartbeats")
+			c.finish()
+		}()
+	}
+}
+
+// serve runs the connection's login, then its reader.
+func (c *Conn) serve() {
 	// The login runs deep (tokens, JetStream, Postgres) on a goroutine of
 	// its own: the stack it grows goes with it, and this reader, which
 	// lives as long as the connection, idles on a small one.
@@ -185,14 +232,34 @@ func (c *Conn) serve() {
 	go func() { helloOK <- c.hello() }()
 	if !<-helloOK {
 		c.drainWriter()
+		c.finish()
 		return
 	}
+	if c.g.poller != nil {
+		c.fd = pollFD(c.nc)
+	}
+	c.readLoop(true)
+}
+
+// readLoop handles the client's frames in order until the connection ends,
+// or until nothing is buffered and the connection parks: then it returns,
+// and the poller runs it again when the socket is readable. One readLoop
+// at most runs for a connection (Conn.state). A woken reader (mayPark
+// false) reads before it may park again: the readiness that woke it is
+// still there until it does.
+func (c *Conn) readLoop(mayPark bool) {
 	hb := c.g.opts.Heartbeat
-	for {
-		_ = c.nc.SetReadDeadline(time.Now().Add(3 * hb))
+	for ; ; mayPark = true {
+		now := time.Now()
+		c.lastRead.Store(now.UnixNano())
+		if mayPark && c.fd >= 0 && !c.closing && c.tr.release() && c.g.poller.park(c) {
+			return
+		}
+		_ = c.nc.SetReadDeadline(now.Add(3 * hb))
 		frame, text, err := c.tr.readFrame()
 		if err != nil {
 			c.readFailed(err, true)
+			c.finish()
 			return
 		}
 		c.g.metrics.framesIn.Inc()
@@ -206,6 +273,7 @@ func (c *Conn) serve() {
 		c.waitRoom()
 		if !c.handle(t, m) {
 			c.drainWriter()
+			c.finish()
 			return
 		}
 	}

@@ -45,6 +45,7 @@ func TestEveryOptionHasADefault(t *testing.T) {
 		"TLS":      true, // nil: plain listeners
 		"Web":      true, // nil: no web client at /app
 		"DevToken": true, // nil: no development tokens
+		"NoPark":   true, // false: idle connections park (Linux)
 	}
 	d := reflect.ValueOf(DefaultOptions())
 	for i := range d.NumField() {

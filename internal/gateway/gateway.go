@@ -53,6 +53,7 @@ type Gateway struct {
 	conns     map[*Conn]struct{}
 	closeOnce sync.Once
 	pageGate  *pageGate
+	poller    *poller             // nil: every connection keeps its reader goroutine (Options.NoPark, not Linux)
 	bnc       *nats.Conn          // backfill reads (Options.Backfill, or nc)
 	bjs       jetstream.JetStream // on bnc
 	wg        sync.WaitGroup
@@ -95,6 +96,12 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 	}
 	g.js = js
 	g.events = newEventWriter(js, nc, opts.Layout.InboxPartitions, &convKinds{lookup: st.ConvKinds}, log, g.metrics)
+	if !opts.NoPark {
+		if g.poller, err = newPoller(log, opts.Heartbeat, func(n int) { g.metrics.parked.Set(float64(n)) }); err != nil {
+			log.Warn("no epoll: idle connections keep a reader goroutine each", zap.Error(err))
+			g.poller = nil
+		}
+	}
 	g.bnc, g.bjs = nc, js
 	if opts.Backfill != nil {
 		if g.bjs, err = jetstream.New(opts.Backfill, jetstream.WithClientTrace(ops.JetStreamTrace(reg))); err != nil {
@@ -129,6 +136,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		func() { g.limits.run(ctx) },
 		func() { g.revocations.run(ctx, g.opts.RevocationSweep) },
 		func() { g.web.run(ctx) },
+		func() { g.poller.run(ctx) },
 	} {
 		g.wg.Add(1)
 		go func() {

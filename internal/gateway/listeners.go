@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -84,7 +83,7 @@ const readBufSize = 1024
 
 func (g *Gateway) serveTCP(nc net.Conn) {
 	defer g.limits.preauth.done(nc)
-	tr := &tcpTransport{r: bufio.NewReaderSize(nc, readBufSize), max: g.opts.MaxFrame}
+	tr := &tcpTransport{src: nc, max: g.opts.MaxFrame}
 	c := newConn(g, nc, tr)
 	if g.track(c) {
 		c.serve()
@@ -98,7 +97,7 @@ func (g *Gateway) serveTCP(nc net.Conn) {
 // (/app, not an upgrade) goes to its HTTP server instead.
 func (g *Gateway) serveWS(nc net.Conn) {
 	_ = nc.SetDeadline(time.Now().Add(g.opts.HelloTimeout))
-	br := bufio.NewReaderSize(nc, readBufSize)
+	br := reader(nil, nc)
 	if g.web != nil && isAppRequest(br) {
 		// The web client (webapp.go); nc counts before hello until closed.
 		g.web.serve(nc, br, func() { g.limits.preauth.done(nc) })
@@ -129,7 +128,7 @@ func (g *Gateway) serveWS(nc net.Conn) {
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
-	tr := &wsTransport{r: br, max: g.opts.MaxFrame}
+	tr := &wsTransport{src: nc, r: br, max: g.opts.MaxFrame}
 	c := newConn(g, nc, tr)
 	tr.ctl = func(raw []byte) { c.enqueue(outItem{raw: raw}) }
 	if g.track(c) {

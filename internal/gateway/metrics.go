@@ -7,6 +7,7 @@ import (
 
 type metrics struct {
 	connections       prometheus.Gauge
+	parked            prometheus.Gauge
 	handshakes        prometheus.Counter
 	authFailures      prometheus.Counter
 	upgradeFailures   prometheus.Counter
@@ -54,6 +55,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		connections: f.NewGauge(prometheus.GaugeOpts{
 			Name: "inboxd_gateway_connections", Help: "Open client connections.",
+		}),
+		parked: f.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_gateway_parked_connections", Help: "Connections idle on the gateway's epoll instance: no reader goroutine, no read buffer.",
 		}),
 		handshakes: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_handshakes_total", Help: "Successful hellos.",

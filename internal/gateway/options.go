@@ -32,6 +32,10 @@ type Options struct {
 	// Heartbeat is advertised in welcome; a client silent for 3 heartbeats
 	// is closed (default 20s: below common NAT idle timeouts of 30-60s).
 	Heartbeat time.Duration
+	// NoPark keeps a reader goroutine and a read buffer on every
+	// connection instead of parking idle ones on the gateway's epoll
+	// instance (poller_linux.go). For tests and measurements.
+	NoPark bool
 	// HelloTimeout bounds the wait for the first frame (default 10s).
 	HelloTimeout time.Duration
 	// WriteTimeout bounds one socket write (default 10s).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 
 	"github.com/gobwas/ws"
 
@@ -26,16 +27,49 @@ type transport interface {
 	headerRoom() int
 	// closeFrame returns the bytes to send before closing, if any.
 	closeFrame(reason string) []byte
+	// release gives back the read buffers when nothing is buffered (the
+	// connection is about to park) and reports whether it did; the next
+	// readFrame takes a buffer again.
+	release() bool
+}
+
+// readers are the connections' read buffers, taken while a reader runs.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
+
+// reader returns r, or a pooled reader on src when r was given back.
+func reader(r *bufio.Reader, src io.Reader) *bufio.Reader {
+	if r != nil {
+		return r
+	}
+	r = readers.Get().(*bufio.Reader)
+	r.Reset(src)
+	return r
+}
+
+// releaseReader gives r back when it holds nothing.
+func releaseReader(r **bufio.Reader) bool {
+	if *r == nil {
+		return true
+	}
+	if (*r).Buffered() > 0 {
+		return false
+	}
+	(*r).Reset(nil)
+	readers.Put(*r)
+	*r = nil
+	return true
 }
 
 // tcpTransport: [u32 big-endian length][frame].
 type tcpTransport struct {
-	r   *bufio.Reader
+	src io.Reader
+	r   *bufio.Reader // nil while parked
 	buf []byte
 	max int
 }
 
 func (t *tcpTransport) readFrame() ([]byte, bool, error) {
+	t.r = reader(t.r, t.src)
 	f, err := wire.ReadTCPFrame(t.r, t.buf, t.max)
 	if f != nil && cap(f) <= t.max {
 		t.buf = f[:0]
@@ -47,13 +81,22 @@ func (t *tcpTransport) appendHeader(dst []byte, n int, _ bool) []byte {
 	return binary.BigEndian.AppendUint32(dst, uint32(n))
 }
 
+func (t *tcpTransport) release() bool {
+	if !releaseReader(&t.r) {
+		return false
+	}
+	t.buf = nil // as large as the largest frame read: not kept while idle
+	return true
+}
+
 func (t *tcpTransport) headerRoom() int          { return wire.LengthPrefix }
 func (t *tcpTransport) closeFrame(string) []byte { return nil }
 
 // wsTransport: RFC 6455 frames after a gobwas/ws zero-copy upgrade. Client
 // frames are masked; server frames are not.
 type wsTransport struct {
-	r    *bufio.Reader
+	src  io.Reader
+	r    *bufio.Reader // nil while parked
 	buf  []byte
 	max  int
 	ctl  func(raw []byte) // queues a control frame (pong) for the writer
@@ -63,6 +106,7 @@ type wsTransport struct {
 var errWSClosed = errors.New("websocket closed by peer")
 
 func (t *wsTransport) readFrame() ([]byte, bool, error) {
+	t.r = reader(t.r, t.src)
 	msg := t.buf[:0]
 	var text, started bool
 	for {
@@ -134,6 +178,14 @@ func (t *wsTransport) appendHeader(dst []byte, n int, text bool) []byte {
 		op = ws.OpText
 	}
 	return appendWSHeader(dst, op, n)
+}
+
+func (t *wsTransport) release() bool {
+	if !releaseReader(&t.r) {
+		return false
+	}
+	t.buf = nil
+	return true
 }
 
 func (t *wsTransport) headerRoom() int { return 10 }
