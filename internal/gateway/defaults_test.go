@@ -45,6 +45,8 @@ func TestEveryOptionHasADefault(t *testing.T) {
 		"TLS":      true, // nil: plain listeners
 		"Web":      true, // nil: no web client at /app
 		"DevToken": true, // nil: no development tokens
+
+		"LoginLatencyTarget": true, // 0: automatic (4 × the fastest login, at least 50 ms)
 	}
 	d := reflect.ValueOf(DefaultOptions())
 	for i := range d.NumField() {

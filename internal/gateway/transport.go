@@ -26,6 +26,9 @@ type transport interface {
 	headerRoom() int
 	// closeFrame returns the bytes to send before closing, if any.
 	closeFrame(reason string) []byte
+	// buffered is the reader frames are read from (a waiting login
+	// peeks at it to notice its peer is gone).
+	buffered() *bufio.Reader
 }
 
 // tcpTransport: [u32 big-endian length][frame].
@@ -48,6 +51,7 @@ func (t *tcpTransport) appendHeader(dst []byte, n int, _ bool) []byte {
 }
 
 func (t *tcpTransport) headerRoom() int          { return wire.LengthPrefix }
+func (t *tcpTransport) buffered() *bufio.Reader  { return t.r }
 func (t *tcpTransport) closeFrame(string) []byte { return nil }
 
 // wsTransport: RFC 6455 frames after a gobwas/ws zero-copy upgrade. Client
@@ -136,7 +140,8 @@ func (t *wsTransport) appendHeader(dst []byte, n int, text bool) []byte {
 	return appendWSHeader(dst, op, n)
 }
 
-func (t *wsTransport) headerRoom() int { return 10 }
+func (t *wsTransport) headerRoom() int         { return 10 }
+func (t *wsTransport) buffered() *bufio.Reader { return t.r }
 
 func (t *wsTransport) closeFrame(reason string) []byte {
 	if len(reason) > 120 {
