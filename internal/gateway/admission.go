@@ -37,8 +37,10 @@ import (
 //     it is refused at once.
 //
 // A refusal is a fatal UNAVAILABLE error frame with retry_after_ms: at
-// least minRetryHint, spread at random over the expected wait, so that
-// the refused clients do not come back in lock-step. Only the login phase
+// least minRetryHint, and spread over the expected wait: each refused
+// login gets the next return time at the pace the gateway admits logins
+// (its limit over its latency, or its rate), plus jitter, so that the
+// refused clients come back one after the other, not in lock-step. Only the login phase
 // is admitted: a connected device's frames, sends and deliveries never
 // pass here.
 
@@ -74,10 +76,11 @@ type admission struct {
 	queue    list.List     // *loginWaiter, oldest first
 	fastest  time.Duration // the fastest login seen
 	latency  time.Duration // running average of login latencies
-	// rateRefused counts the rate refusals since rateWindow began: the
-	// clients told to come back, over whom the next hints are spread.
-	rateRefused int
-	rateWindow  time.Time
+	// nextReturn is the earliest return time not yet handed to a refused
+	// login: the hints of the refused are spaced at the pace the gateway
+	// admits logins, so that they come back one after the other instead
+	// of together (a wave refused at once would return at once).
+	nextReturn time.Time
 }
 
 type admissionMetrics struct {
@@ -170,8 +173,7 @@ func (a *admission) acquire(queued func() <-chan struct{}) (*loginTicket, *wire.
 		}
 	}
 	a.queue.Remove(e)
-	ahead := a.queue.Len()
-	hint := a.concurrencyHintLocked(ahead)
+	hint := a.retryHintLocked(time.Now(), minRetryHint)
 	a.mu.Unlock()
 	select {
 	case <-gone:
@@ -200,35 +202,42 @@ func (a *admission) overRate(now time.Time) *wire.Error {
 	}
 	r.CancelAt(now)
 	a.mu.Lock()
-	if now.Sub(a.rateWindow) > time.Second {
-		a.rateWindow, a.rateRefused = now, 0
-	}
-	// The clients refused in the last second come back too: this one's
-	// turn is behind theirs, at the rate.
-	backlog := time.Duration(float64(a.rateRefused) / float64(a.bucket.Limit()) * float64(time.Second))
-	a.rateRefused++
+	hint := a.retryHintLocked(now, d)
 	a.mu.Unlock()
 	a.m.refused.WithLabelValues("rate").Inc()
-	return &wire.Error{Code: pb.ErrorCode_UNAVAILABLE, Fatal: true, RetryAfterMs: a.hint(d + backlog),
+	return &wire.Error{Code: pb.ErrorCode_UNAVAILABLE, Fatal: true, RetryAfterMs: hint,
 		Message: "this gateway is admitting logins at its rate limit; retry after retry_after_ms"}
 }
 
-// concurrencyHintLocked is the hint of a login refused after its wait,
-// with ahead logins still queued: they go first, at the limit's pace.
-func (a *admission) concurrencyHintLocked(ahead int) uint32 {
+// retryHintLocked is the retry_after_ms of a login refused at now that
+// cannot get in before earliest: the next free return time, at least
+// minRetryHint away, plus jitter. Each refusal takes a return time and
+// moves the next one on by the gateway's admission pace (pace), so the
+// refused come back spread over the wait their number makes.
+func (a *admission) retryHintLocked(now time.Time, earliest time.Duration) uint32 {
+	pace := a.paceLocked()
+	at := now.Add(max(earliest, minRetryHint))
+	if a.nextReturn.After(at) {
+		at = a.nextReturn
+	}
+	a.nextReturn = at.Add(pace)
+	wait := min(at.Sub(now), maxRetryHint)
+	spread := pace + wait/10
+	return uint32((wait + time.Duration(a.jitter(int64(spread)))) / time.Millisecond)
+}
+
+// paceLocked is the time between two logins the gateway admits at its
+// current limit and latency, or at its rate if that is slower.
+func (a *admission) paceLocked() time.Duration {
 	lat := a.latency
 	if lat <= 0 {
 		lat = a.targetLocked()
 	}
-	return a.hint(time.Duration(float64(ahead+1) * float64(lat) / a.limit))
-}
-
-// hint is a retry_after_ms for an expected wait: at least minRetryHint,
-// spread at random over [wait, 2 × wait).
-func (a *admission) hint(expected time.Duration) uint32 {
-	base := min(max(expected, minRetryHint), maxRetryHint)
-	d := base + time.Duration(a.jitter(int64(base)))
-	return uint32(d / time.Millisecond)
+	pace := time.Duration(float64(lat) / a.limit)
+	if a.bucket != nil {
+		pace = max(pace, time.Duration(float64(time.Second)/float64(a.bucket.Limit())))
+	}
+	return max(pace, time.Microsecond)
 }
 
 // targetLocked is the latency the limit steers to.
