@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/auth"
+	"github.com/inboxd/inboxd/wire"
 )
 
 // target says where and how clients connect.
@@ -58,23 +60,54 @@ func (w *worker) dial(t target, uid int64, device string, attempts int) (*client
 	return c, err
 }
 
-// dialRetry dials until it succeeds, attempts are used up or ctx ends.
+// maxRefusals is how many times a dial comes back after a hello the
+// gateway refused with retry_after_ms (its login budget, docs/protocol.md
+// "Login admission") before it gives up; these do not count against its
+// attempts.
+const maxRefusals = 50
+
+// dialRetry dials until it succeeds, attempts (or maxRefusals refusals
+// with a retry hint) are used up or ctx ends. A refused hello with
+// retry_after_ms is dialled again after the hint, as the client package
+// does on its reconnects; any other failure after a short backoff. It
+// returns the retries it made.
 func dialRetry(ctx context.Context, o client.Options, attempts int) (*client.Client, int, error) {
 	var err error
-	for i := 0; i < max(attempts, 1); i++ {
+	retries, failures, refusals := 0, 0, 0
+	for {
 		var c *client.Client
 		if c, err = client.Dial(ctx, o); err == nil {
-			return c, i, nil
+			return c, retries, nil
 		}
 		if ctx.Err() != nil {
 			break
 		}
+		hint := retryHint(err)
+		if hint > 0 && refusals < maxRefusals {
+			refusals++
+		} else if failures++; failures >= max(attempts, 1) {
+			break
+		}
+		wait := hint
+		if wait <= 0 {
+			wait = time.Duration(50*failures) * time.Millisecond
+		}
+		retries++
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Duration(50*(i+1)) * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
-	return nil, attempts, err
+	return nil, retries, err
+}
+
+// retryHint is the retry_after_ms of a refused hello (0: none).
+func retryHint(err error) time.Duration {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return time.Duration(we.RetryAfterMs) * time.Millisecond
+	}
+	return 0
 }
 
 // closeAll closes the clients (nil ones skipped), 512 at a time.

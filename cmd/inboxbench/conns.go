@@ -32,6 +32,9 @@ type connsOut struct {
 	Workers            int     `json:"workers"`
 	Mode               string  `json:"mode"`
 	Quick              bool    `json:"quick"`
+	// DialRetries counts the dials made again, most after a hello the
+	// gateway's login budget refused with retry_after_ms.
+	DialRetries int64 `json:"dial_retries"`
 }
 
 // runConns: N idle connections (distinct users, TCP) held by one gateway
@@ -95,6 +98,7 @@ func runConns(ctx context.Context, o *opts) (any, error) {
 	for _, r := range results {
 		out.Connections += r.Connected
 		out.Failed += r.Failed
+		out.DialRetries += r.Retries
 		if start == 0 || r.StartNs < start {
 			start = r.StartNs
 		}
@@ -164,6 +168,7 @@ type holdResult struct {
 	StartNs   int64  `json:"start_ns"`
 	EndNs     int64  `json:"end_ns"`
 	Handshake string `json:"handshake"` // dial-to-welcome latencies
+	Retries   int64  `json:"retries"`   // dials made again (refused by the login budget, or failed)
 }
 
 func (w *worker) hold(a holdArgs) (holdResult, error) {
@@ -185,12 +190,14 @@ func (w *worker) hold(a holdArgs) (holdResult, error) {
 			o, err := w.options(a.target, uid, a.Device)
 			var c *client.Client
 			start := time.Now()
+			var retries int
 			if err == nil {
-				c, _, err = dialRetry(context.Background(), o, a.Attempts)
+				c, retries, err = dialRetry(context.Background(), o, a.Attempts)
 			}
 			d := time.Since(start)
 			mu.Lock()
 			defer mu.Unlock()
+			res.Retries += int64(retries)
 			if err != nil {
 				res.Failed++
 				if res.FirstErr == "" {

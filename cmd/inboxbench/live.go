@@ -37,6 +37,9 @@ type liveOut struct {
 	StormLost   int64   `json:"storm_lost"`
 	Mode        string  `json:"mode"`
 	Quick       bool    `json:"quick"`
+	// StormDialRetries: the storm devices' dials made again, most after a
+	// hello the login budget refused with retry_after_ms.
+	StormDialRetries int64 `json:"storm_dial_retries"`
 }
 
 // runLive: --pairs direct conversations, a sender and a connected receiver
@@ -98,7 +101,7 @@ func runLive(ctx context.Context, o *opts) (any, error) {
 		return nil, err
 	}
 	out := liveOut{Scenario: "live", Rate: r, Pairs: pairs, StormUsers: users, Backlog: backlog, StormLost: agg.res.Lost,
-		Dup: lr.Dup, Mode: modeName(o), Quick: o.quick}
+		Dup: lr.Dup, Mode: modeName(o), Quick: o.quick, StormDialRetries: agg.res.DialRetries}
 	out.StormDrainS = round3(float64(stormTo-t0) / 1e9)
 	idleW, stormW := lr.Windows["idle"], lr.Windows["storm"]
 	hi, hs := mergeHists(idleW.Hist), mergeHists(stormW.Hist)

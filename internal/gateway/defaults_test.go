@@ -46,6 +46,8 @@ func TestEveryOptionHasADefault(t *testing.T) {
 		"Web":      true, // nil: no web client at /app
 		"DevToken": true, // nil: no development tokens
 		"NoPark":   true, // false: idle connections park (Linux)
+
+		"LoginLatencyTarget": true, // 0: automatic (4 × the fastest login, at least 50 ms)
 	}
 	d := reflect.ValueOf(DefaultOptions())
 	for i := range d.NumField() {

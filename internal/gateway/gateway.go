@@ -38,7 +38,8 @@ type Gateway struct {
 	bodies   *bodyCache
 	events   *eventWriter
 	limits   *limits
-	web      *webApp // nil without Options.Web
+	admit    *admission // the login budget (admission.go)
+	web      *webApp    // nil without Options.Web
 	// loginWarns rate-limits the log lines of refused logins.
 	loginWarns  *logLimiter
 	revocations *revocationSweep
@@ -76,6 +77,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		loginWarns:   newLogLimiter(5),
 	}
 	g.limits = newLimits(&g.opts, st, g.metrics)
+	g.admit = newAdmission(g.opts.LoginConcurrency, g.opts.LoginLatencyTarget, g.opts.LoginRate, admissionMetricsOf(g.metrics))
 	g.web = newWebApp(g)
 	g.sends = newSendTracker(g)
 	g.router = newRouter(g)

@@ -28,6 +28,11 @@ func (c *Conn) hello() bool {
 		return false
 	}
 	helloAt := time.Now()
+	ticket, ok := c.admitLogin()
+	if !ok {
+		return false
+	}
+	defer ticket.done(false) // a refused login gives its slot back unmeasured
 	id, err := c.g.verifier.Verify(h.GetToken())
 	if err != nil {
 		c.g.metrics.authFailures.Inc()
@@ -65,6 +70,7 @@ func (c *Conn) hello() bool {
 	// The welcome is the first frame; live entries that arrived meanwhile
 	// and the backfill follow it (start).
 	ok = c.enqueue(outItem{msg: c.welcome(sess, pending, summary, tooLong)})
+	ticket.done(true)
 	c.g.metrics.login.Observe(time.Since(helloAt).Seconds())
 	if c.isClosed() {
 		sess.close() // closed while the session opened
@@ -79,6 +85,58 @@ func (c *Conn) hello() bool {
 	}
 	sess.start()
 	return ok
+}
+
+// admitLogin takes a slot of the gateway's login budget (admission.go),
+// waiting for one if need be; refused, the login ends with the budget's
+// fatal UNAVAILABLE and its retry_after_ms. While it waits, the
+// connection is watched: a peer that hangs up leaves the queue.
+func (c *Conn) admitLogin() (*loginTicket, bool) {
+	var w *closeWatch
+	ticket, we := c.g.admit.acquire(func() <-chan struct{} {
+		w = c.watchClose()
+		return w.gone
+	})
+	if w != nil {
+		w.stop()
+	}
+	switch {
+	case we != nil:
+		c.loginFailed(we, nil)
+		return nil, false
+	case ticket == nil: // the peer left while it waited
+		return nil, false
+	}
+	return ticket, true
+}
+
+// closeWatch notices that a connection's peer hung up while its login
+// waits: nothing reads the connection then (the client awaits its
+// welcome), so a peek stands in for the reader. A peek consumes nothing;
+// bytes the client sent meanwhile stay for the reader.
+type closeWatch struct {
+	c    *Conn
+	gone chan struct{} // closed when the peer is gone
+	done chan struct{} // closed when the peek returned
+}
+
+func (c *Conn) watchClose() *closeWatch {
+	w := &closeWatch{c: c, gone: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		if _, err := c.tr.buffered().Peek(1); err != nil && !isTimeout(err) {
+			close(w.gone)
+		}
+	}()
+	return w
+}
+
+// stop ends the peek (an expired read deadline, which leaves the reader
+// usable) and waits for it; the hello's deadline holds again after.
+func (w *closeWatch) stop() {
+	_ = w.c.nc.SetReadDeadline(time.Now())
+	<-w.done
+	_ = w.c.nc.SetReadDeadline(time.Now().Add(w.c.g.opts.HelloTimeout))
 }
 
 // readHello reads the first frame within the hello timeout; it must be a

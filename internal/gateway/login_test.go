@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/time/rate"
 
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/wire"
@@ -19,9 +20,11 @@ import (
 // loginTestGateway is a gateway with just what a refused login uses (no
 // NATS, no Postgres: a refused token never reaches them).
 func loginTestGateway(log *zap.Logger) *Gateway {
-	return &Gateway{opts: Options{HelloTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, OutQueue: 16, MaxFrame: wire.DefaultMaxFrame},
+	g := &Gateway{opts: Options{HelloTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, OutQueue: 16, MaxFrame: wire.DefaultMaxFrame},
 		log: log, metrics: newMetrics(prometheus.NewRegistry()), verifier: loginTestVerifier(),
 		loginWarns: newLogLimiter(5)}
+	g.admit = newAdmission(DefaultOptions().LoginConcurrency, 0, rate.Inf, admissionMetricsOf(g.metrics))
+	return g
 }
 
 // loginTestVerifier: a refused login needs a verifier, whatever its key.

@@ -45,6 +45,11 @@ type metrics struct {
 	preauthConns   prometheus.Gauge
 	preauthRefused *prometheus.CounterVec
 
+	// Login admission (admission.go).
+	loginsAdmitted prometheus.Counter
+	loginsRefused  *prometheus.CounterVec
+	loginLimit     prometheus.Gauge
+
 	// Latencies an operator of a cluster watches (docs/operations.md).
 	sendStored prometheus.Histogram
 	login      prometheus.Histogram
@@ -168,6 +173,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_gateway_preauth_refused_total",
 			Help: "Connections closed at accept because too many had not finished hello, by cap: total (--preauth-conns) or per_ip (--preauth-conns-per-ip).",
 		}, []string{"cap"}),
+		loginsAdmitted: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_logins_admitted_total", Help: "Logins admitted by the login budget (docs/operations.md, \"Login admission\").",
+		}),
+		loginsRefused: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_logins_refused_total",
+			Help: "Logins refused UNAVAILABLE with retry_after_ms, by budget: concurrency (no slot within 1 s) or rate (--login-rate).",
+		}, []string{"budget"}),
+		loginLimit: f.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_gateway_login_limit", Help: "The adaptive limit on logins in progress on this gateway (at most --login-concurrency).",
+		}),
 		sendStored: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "inboxd_gateway_send_stored_seconds",
 			Help:    "Time from a send's arrival at the gateway to its STORED result (through SEND, the fanout, Postgres and the inboxes).",

@@ -31,6 +31,10 @@ type transport interface {
 	// connection is about to park) and reports whether it did; the next
 	// readFrame takes a buffer again.
 	release() bool
+	// buffered is the reader frames are read from (a waiting login
+	// peeks at it to notice its peer is gone); it takes one if the
+	// connection had given its reader back.
+	buffered() *bufio.Reader
 }
 
 // readers are the connections' read buffers, taken while a reader runs.
@@ -89,7 +93,11 @@ func (t *tcpTransport) release() bool {
 	return true
 }
 
-func (t *tcpTransport) headerRoom() int          { return wire.LengthPrefix }
+func (t *tcpTransport) headerRoom() int { return wire.LengthPrefix }
+func (t *tcpTransport) buffered() *bufio.Reader {
+	t.r = reader(t.r, t.src)
+	return t.r
+}
 func (t *tcpTransport) closeFrame(string) []byte { return nil }
 
 // wsTransport: RFC 6455 frames after a gobwas/ws zero-copy upgrade. Client
@@ -189,6 +197,11 @@ func (t *wsTransport) release() bool {
 }
 
 func (t *wsTransport) headerRoom() int { return 10 }
+
+func (t *wsTransport) buffered() *bufio.Reader {
+	t.r = reader(t.r, t.src)
+	return t.r
+}
 
 func (t *wsTransport) closeFrame(reason string) []byte {
 	if len(reason) > 120 {

@@ -173,12 +173,22 @@ func (n *Node) startGateway(run context.Context, cfg config.Config, keys gateway
 		DeviceSeenEvery: cfg.DeviceSeenEvery, Backfill: n.bulkNC,
 		SendEntryRate: rate.Limit(cfg.SendEntryRate), MaxDevicesPerUser: cfg.MaxDevicesPerUser, RequestRate: rate.Limit(cfg.RequestRate),
 		PreauthConns: cfg.PreauthConns, PreauthConnsPerIP: cfg.PreauthConnsPerIP,
+		LoginConcurrency: cfg.LoginConcurrency, LoginLatencyTarget: cfg.LoginLatencyTarget, LoginRate: loginRate(cfg.LoginRate),
 		Web: webFiles(cfg), DevToken: devTokens(cfg),
 	}, n.log.Named("gateway"), n.NC, n.Store, keys.verifier, reg)
 	if err != nil {
 		return err
 	}
 	return n.Gateway.Start(run)
+}
+
+// loginRate is --login-rate as a gateway option: 0 is no rate limit
+// (rate.Inf; a zero option would take the default).
+func loginRate(perSecond float64) rate.Limit {
+	if perSecond <= 0 {
+		return rate.Inf
+	}
+	return rate.Limit(perSecond)
 }
 
 // runLoop runs a role's loop until ctx ends; Close waits for it. An end

@@ -1,0 +1,301 @@
+package gateway
+
+import (
+	"container/list"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/inboxd/inboxd/wire"
+	"github.com/inboxd/inboxd/wire/pb"
+)
+
+// Login admission: a per-gateway budget on the login phase, from the
+// hello's arrival to its welcome (the token check, the device's session,
+// the summary, the consumer). A login storm (300 devices at 9 a.m., a
+// gateway restart) is the classic incident: every login is expensive
+// (Postgres, JetStream), and without a budget they all run at once and
+// the connected devices' live traffic waits behind them. With it, the
+// logins run at the concurrency the gateway serves well, the rest wait a
+// moment and are then told when to come back.
+//
+// Two budgets, both per gateway:
+//
+//   - concurrency: an adaptive limit on logins in progress, Gradient2
+//     style (Netflix concurrency-limits). Each login's latency is compared
+//     with a target; above it the limit shrinks in proportion (at most by
+//     half per sample, smoothed), below it grows by its square root (only
+//     while at least half of it is used: an idle gateway does not inflate
+//     it). It stays within [loginFloor, LoginConcurrency] and starts at
+//     loginStart. A login without a slot waits in a FIFO for at most
+//     loginWait, then is refused.
+//   - rate: a token bucket of logins per second (LoginRate); a login over
+//     it is refused at once.
+//
+// A refusal is a fatal UNAVAILABLE error frame with retry_after_ms: at
+// least minRetryHint, and spread over the expected wait: each refused
+// login gets the next return time at the pace the gateway admits logins
+// (its limit over its latency, or its rate), plus jitter, so that the
+// refused clients come back one after the other, not in lock-step. Only the login phase
+// is admitted: a connected device's frames, sends and deliveries never
+// pass here.
+
+const (
+	loginFloor = 16  // the limit's floor (or LoginConcurrency, if lower)
+	loginStart = 128 // the limit at start (within floor and ceiling)
+	// loginWait is the longest a login waits for a slot.
+	loginWait = time.Second
+	// minRetryHint is the shortest retry_after_ms of a refusal; maxRetryHint the longest.
+	minRetryHint = 250 * time.Millisecond
+	maxRetryHint = 60 * time.Second
+	// minLoginTarget is the shortest automatic latency target: logins
+	// faster than it never shrink the limit.
+	minLoginTarget = 50 * time.Millisecond
+	// loginSmoothing weighs a new limit against the current one, and
+	// latencyWeight a latency sample against the running average.
+	loginSmoothing = 0.2
+	latencyWeight  = 0.1
+)
+
+// admission is one gateway's login budget.
+type admission struct {
+	ceiling, floor float64
+	target         time.Duration // 0: automatic (4 × the fastest login seen, at least minLoginTarget)
+	wait           time.Duration
+	bucket         *rate.Limiter // nil: no rate limit
+	jitter         func(n int64) int64
+	m              admissionMetrics
+
+	mu       sync.Mutex
+	limit    float64
+	inflight int
+	queue    list.List     // *loginWaiter, oldest first
+	fastest  time.Duration // the fastest login seen
+	latency  time.Duration // running average of login latencies
+	// nextReturn is the earliest return time not yet handed to a refused
+	// login: the hints of the refused are spaced at the pace the gateway
+	// admits logins, so that they come back one after the other instead
+	// of together (a wave refused at once would return at once).
+	nextReturn time.Time
+}
+
+type admissionMetrics struct {
+	admitted prometheus.Counter
+	refused  *prometheus.CounterVec // budget: concurrency, rate
+	limit    prometheus.Gauge
+}
+
+func admissionMetricsOf(m *metrics) admissionMetrics {
+	return admissionMetrics{admitted: m.loginsAdmitted, refused: m.loginsRefused, limit: m.loginLimit}
+}
+
+// loginWaiter is a login waiting for a slot; granted (under the mutex)
+// when release handed it one.
+type loginWaiter struct {
+	ready   chan struct{}
+	granted bool
+}
+
+func newAdmission(ceiling int, target time.Duration, perSecond rate.Limit, m admissionMetrics) *admission {
+	a := &admission{
+		ceiling: float64(max(ceiling, 1)),
+		target:  target,
+		wait:    loginWait,
+		jitter:  rand.Int64N,
+		m:       m,
+	}
+	a.floor = min(loginFloor, a.ceiling)
+	a.limit = min(loginStart, a.ceiling)
+	if perSecond > 0 && perSecond != rate.Inf {
+		a.bucket = rate.NewLimiter(perSecond, loginBurst(perSecond))
+	}
+	a.m.limit.Set(a.limit)
+	return a
+}
+
+// loginBurst is the rate bucket's size: a tenth of a second of the rate,
+// at least 1.
+func loginBurst(r rate.Limit) int {
+	return max(1, int(min(float64(r)/10, 1<<30)))
+}
+
+// loginTicket is an admitted login's slot; done gives it back.
+type loginTicket struct {
+	a    *admission
+	at   time.Time
+	once sync.Once
+}
+
+// acquire admits a login or refuses it with the error frame to send. A
+// login that must wait calls queued once, for a channel closed when its
+// connection is gone: it then leaves the queue (nil ticket, nil error).
+func (a *admission) acquire(queued func() <-chan struct{}) (*loginTicket, *wire.Error) {
+	now := time.Now()
+	if we := a.overRate(now); we != nil {
+		return nil, we
+	}
+	a.mu.Lock()
+	if a.queue.Len() == 0 && float64(a.inflight) < a.limit {
+		a.inflight++
+		a.mu.Unlock()
+		return a.admitted(now), nil
+	}
+	w := &loginWaiter{ready: make(chan struct{})}
+	e := a.queue.PushBack(w)
+	a.mu.Unlock()
+
+	var gone <-chan struct{}
+	if queued != nil {
+		gone = queued()
+	}
+	t := time.NewTimer(a.wait)
+	defer t.Stop()
+	select {
+	case <-w.ready:
+		return a.admitted(time.Now()), nil
+	case <-t.C:
+	case <-gone:
+	}
+	a.mu.Lock()
+	if w.granted { // granted as the wait ended
+		a.mu.Unlock()
+		tk := a.admitted(time.Now())
+		select {
+		case <-gone:
+			tk.done(false)
+			return nil, nil
+		default:
+			return tk, nil
+		}
+	}
+	a.queue.Remove(e)
+	hint := a.retryHintLocked(time.Now(), minRetryHint)
+	a.mu.Unlock()
+	select {
+	case <-gone:
+		return nil, nil
+	default:
+	}
+	a.m.refused.WithLabelValues("concurrency").Inc()
+	return nil, &wire.Error{Code: pb.ErrorCode_UNAVAILABLE, Fatal: true, RetryAfterMs: hint,
+		Message: "this gateway is admitting as many logins as it can serve now; retry after retry_after_ms"}
+}
+
+func (a *admission) admitted(at time.Time) *loginTicket {
+	a.m.admitted.Inc()
+	return &loginTicket{a: a, at: at}
+}
+
+// overRate takes a token of the rate bucket, or returns the refusal.
+func (a *admission) overRate(now time.Time) *wire.Error {
+	if a.bucket == nil {
+		return nil
+	}
+	r := a.bucket.ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	if d <= 0 {
+		return nil
+	}
+	r.CancelAt(now)
+	a.mu.Lock()
+	hint := a.retryHintLocked(now, d)
+	a.mu.Unlock()
+	a.m.refused.WithLabelValues("rate").Inc()
+	return &wire.Error{Code: pb.ErrorCode_UNAVAILABLE, Fatal: true, RetryAfterMs: hint,
+		Message: "this gateway is admitting logins at its rate limit; retry after retry_after_ms"}
+}
+
+// retryHintLocked is the retry_after_ms of a login refused at now that
+// cannot get in before earliest: the next free return time, at least
+// minRetryHint away, plus jitter. Each refusal takes a return time and
+// moves the next one on by the gateway's admission pace (pace), so the
+// refused come back spread over the wait their number makes.
+func (a *admission) retryHintLocked(now time.Time, earliest time.Duration) uint32 {
+	pace := a.paceLocked()
+	at := now.Add(max(earliest, minRetryHint))
+	if a.nextReturn.After(at) {
+		at = a.nextReturn
+	}
+	a.nextReturn = at.Add(pace)
+	wait := min(at.Sub(now), maxRetryHint)
+	spread := pace + wait/10
+	return uint32((wait + time.Duration(a.jitter(int64(spread)))) / time.Millisecond)
+}
+
+// paceLocked is the time between two logins the gateway admits at its
+// current limit and latency, or at its rate if that is slower.
+func (a *admission) paceLocked() time.Duration {
+	lat := a.latency
+	if lat <= 0 {
+		lat = a.targetLocked()
+	}
+	pace := time.Duration(float64(lat) / a.limit)
+	if a.bucket != nil {
+		pace = max(pace, time.Duration(float64(time.Second)/float64(a.bucket.Limit())))
+	}
+	return max(pace, time.Microsecond)
+}
+
+// targetLocked is the latency the limit steers to.
+func (a *admission) targetLocked() time.Duration {
+	if a.target > 0 {
+		return a.target
+	}
+	return max(4*a.fastest, minLoginTarget)
+}
+
+// done gives the slot back (once); measured logins (past the token check)
+// feed their latency to the limit.
+func (t *loginTicket) done(measured bool) {
+	t.once.Do(func() { t.a.release(time.Since(t.at), measured) })
+}
+
+// release ends a login that took lat, adapts the limit and hands the
+// freed slots to the oldest waiters.
+func (a *admission) release(lat time.Duration, measured bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if measured {
+		a.sampleLocked(lat, a.inflight)
+	}
+	a.inflight--
+	for a.queue.Len() > 0 && float64(a.inflight) < a.limit {
+		w := a.queue.Remove(a.queue.Front()).(*loginWaiter)
+		w.granted = true
+		a.inflight++
+		close(w.ready)
+	}
+}
+
+// sampleLocked adapts the limit to one login's latency with inflight
+// logins in progress (Gradient2: gradient = target / latency within
+// [0.5, 1], new limit = limit × gradient + √limit, smoothed).
+func (a *admission) sampleLocked(lat time.Duration, inflight int) {
+	lat = max(lat, time.Microsecond)
+	if a.fastest == 0 || lat < a.fastest {
+		a.fastest = lat
+	}
+	if a.latency == 0 {
+		a.latency = lat
+	} else {
+		a.latency = time.Duration((1-latencyWeight)*float64(a.latency) + latencyWeight*float64(lat))
+	}
+	gradient := max(0.5, min(1, float64(a.targetLocked())/float64(a.latency)))
+	if gradient == 1 && float64(inflight) < a.limit/2 {
+		return // the budget is not what limits the logins: do not grow it
+	}
+	next := a.limit*gradient + math.Sqrt(a.limit)
+	a.limit = max(a.floor, min(a.ceiling, (1-loginSmoothing)*a.limit+loginSmoothing*next))
+	a.m.limit.Set(a.limit)
+}
+
+// currentLimit is the limit now (tests, the gauge).
+func (a *admission) currentLimit() float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.limit
+}
