@@ -75,12 +75,14 @@ func (s *session) archivePage(ctx context.Context, covered uint64, info partInfo
 	}
 	defer release()
 	pg := getPage()
+	t0 := time.Now()
 	pg.msgs, pg.expired, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, covered, info.archived, n)
 	if err != nil {
 		putPage(pg)
 		return false, err
 	}
-	s.g.metrics.pages.WithLabelValues("archive").Inc()
+	s.g.metrics.pageRead.WithLabelValues(pageArchive).Observe(time.Since(t0).Seconds())
+	s.g.metrics.pages.WithLabelValues(pageArchive).Inc()
 	upTo := info.archived
 	if len(pg.msgs) == n {
 		upTo = pg.msgs[n-1].Seq
@@ -148,6 +150,7 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer release()
+	t0 := time.Now()
 	f, err := s.fetchTail(ctx, n, left)
 	if err != nil {
 		return false, err
@@ -174,7 +177,7 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 		putPage(f.pg)
 		return false, errRetry
 	}
-	s.g.metrics.pages.WithLabelValues("tail").Inc()
+	s.g.metrics.pages.WithLabelValues(pageTail).Inc()
 	s.mu.Lock()
 	s.tail.fetched(f.delivered, f.last, f.left, f.nextDseq)
 	s.mu.Unlock()
@@ -183,6 +186,7 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 		putPage(f.pg)
 		return false, err
 	}
+	s.g.metrics.pageRead.WithLabelValues(pageTail).Observe(time.Since(t0).Seconds())
 	more, err := s.sendPage(f.pg, f.from, f.last, f.left > 0)
 	return more || f.left > 0, err
 }
