@@ -32,7 +32,7 @@ type deviceConsumer struct {
 	epochs    epochStore // epoch.go
 	parts     *partInfos // the cached stream epochs (epoch.go)
 	opts      consumerOptions
-	recreated prometheus.Counter    // consumers recreated from the mirror
+	recreated prometheus.Counter     // consumers recreated from the mirror
 	requests  *prometheus.CounterVec // the JetStream requests made, by op (metrics.go)
 	log       *zap.Logger
 

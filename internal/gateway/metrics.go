@@ -29,6 +29,7 @@ type metrics struct {
 	badAcks            prometheus.Counter
 	pages              *prometheus.CounterVec
 	pageRead           *prometheus.HistogramVec // by source, as pages
+	coverFallbacks     prometheus.Counter       // covering reads that found an entry the live lane did not send (pages.go)
 	consumerRequests   *prometheus.CounterVec   // JetStream requests on device consumers, by op (consumer.go)
 	events             *prometheus.CounterVec
 	eventFailures      *prometheus.CounterVec
@@ -125,6 +126,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time to read one backfill page, by source as inboxd_gateway_backfill_pages_total (the read and the bodies; not the wait for the budget or a page slot).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"source"}),
+		coverFallbacks: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_cover_fallbacks_total",
+			Help: "Covering tail reads that found an entry the live lane had not sent (dropped, deferred, or written without a live announcement): read as a normal tail page, with the bodies.",
+		}),
 		consumerRequests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_gateway_consumer_requests_total",
 			Help: "JetStream requests the gateway makes on device consumers, by op: lookup, create, delete, reset, reset_to, info, fetch, ack, stream_info, direct_get.",
