@@ -89,6 +89,8 @@ func runLive(ctx context.Context, o *opts) (any, error) {
 		return nil, ctx.Err()
 	}
 	logf(o.sys.verbose, "live: storm of %d devices × %d messages", users, backlog)
+	defer saveMetrics(o.profile, sys, "live") // the whole run: idle window and storm
+	defer profileWave(o.profile, sys, pick(o.quick, time.Second, 5*time.Second))()
 	agg, t0, err := st.run(o, sys)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ func TestQuickScenarios(t *testing.T) {
 	bin := buildBench(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "all", "--quick", "--json", "--pg", testenv.AdminURL())
+	profDir := t.TempDir()
+	cmd := exec.CommandContext(ctx, bin, "all", "--quick", "--json", "--pg", testenv.AdminURL(), "--profile", profDir)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -106,6 +108,20 @@ func TestQuickScenarios(t *testing.T) {
 		t.Errorf("conns: %v connections, want 200", c)
 	}
 	positive("scale", "drain_ms_small", "drain_ms_large", "ratio")
+	// --profile: storm and live save the gateway's /metrics text (the
+	// all-in-one process holds the gateway).
+	for _, scenario := range []string{"storm", "live"} {
+		b, err := os.ReadFile(filepath.Join(profDir, scenario+"-inboxd-metrics.txt"))
+		if err != nil {
+			t.Errorf("%s --profile: %v", scenario, err)
+			continue
+		}
+		for _, name := range []string{"inboxd_gateway_consumer_requests_total{op=\"fetch\"}", "inboxd_gateway_backfill_page_read_seconds_bucket"} {
+			if !bytes.Contains(b, []byte(name)) {
+				t.Errorf("%s --profile: the saved metrics have no %s", scenario, name)
+			}
+		}
+	}
 	if os.Getenv("INBOXBENCH_TEST_VERBOSE") != "" {
 		t.Logf("stderr:\n%s", stderr.String())
 	}

@@ -84,6 +84,24 @@ func profileWave(dir string, sys *system, d time.Duration) (wait func()) {
 	return wg.Wait
 }
 
+// saveMetrics writes the /metrics text of every server process into dir
+// (no-op without dir): what the gateway counted over the run, e.g. its
+// backfill pages by source and its consumer requests by op.
+func saveMetrics(dir string, sys *system, scenario string) {
+	if dir == "" {
+		return
+	}
+	procs := sys.procs
+	if len(procs) == 0 && sys.gw != nil {
+		procs = []*proc{sys.gw} // --url: the gateway's --gateway-ops
+	}
+	for _, pr := range procs {
+		if pr.ops != "" {
+			saveURL("http://"+pr.ops+"/metrics", filepath.Join(dir, scenario+"-"+pr.name+"-metrics.txt"))
+		}
+	}
+}
+
 // saveURL writes the body of a GET into path (profiles; failures are
 // logged, the benchmark goes on).
 func saveURL(url, path string) {

@@ -64,6 +64,7 @@ func runStorm(ctx context.Context, o *opts) (any, error) {
 	}
 	defer stop()
 	logf(o.sys.verbose, "storm: %d devices × %d messages connect", users, backlog)
+	defer saveMetrics(o.profile, sys, "storm") // after the baseline, before the system stops
 	defer profileWave(o.profile, sys, 2*time.Second)()
 	agg, t0, err := st.run(o, sys)
 	if err != nil {

@@ -32,7 +32,8 @@ type deviceConsumer struct {
 	epochs    epochStore // epoch.go
 	parts     *partInfos // the cached stream epochs (epoch.go)
 	opts      consumerOptions
-	recreated prometheus.Counter // consumers recreated from the mirror
+	recreated prometheus.Counter     // consumers recreated from the mirror
+	requests  *prometheus.CounterVec // the JetStream requests made, by op (metrics.go)
 	log       *zap.Logger
 
 	p       int
@@ -67,12 +68,19 @@ type consumerOptions struct {
 
 func newDeviceConsumer(g *Gateway, p int, uid int64, device string) *deviceConsumer {
 	return &deviceConsumer{
-		js: g.bjs, nc: g.bnc, cursors: g.st, epochs: g.st, parts: g.parts, recreated: g.metrics.consumersRecreated, log: g.log,
+		js: g.bjs, nc: g.bnc, cursors: g.st, epochs: g.st, parts: g.parts, recreated: g.metrics.consumersRecreated, requests: g.metrics.consumerRequests, log: g.log,
 		opts: consumerOptions{idleReap: g.opts.DeviceIdleReap, newDeviceWindow: g.opts.NewDeviceWindow, newDeviceMax: g.opts.NewDeviceMax},
 		p:    p, uid: uid, device: device,
 		stream:  streams.InboxStream(p),
 		name:    streams.DeviceConsumer(uid, device),
 		subject: streams.InboxSubject(p, uid),
+	}
+}
+
+// req counts a JetStream request of kind op.
+func (dc *deviceConsumer) req(op string) {
+	if dc.requests != nil {
+		dc.requests.WithLabelValues(op).Inc()
 	}
 }
 
@@ -121,6 +129,7 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 	// the mirror (repeats, never a skip); when even the delete goes
 	// unanswered the login is refused UNAVAILABLE and the client retries.
 	ictx, icancel := context.WithTimeout(ctx, consumerInfoTimeout)
+	dc.req(opLookup)
 	cons, err := dc.js.Consumer(ictx, dc.stream, dc.name)
 	icancel()
 	if offline(err) || (err != nil && natsconn.Unanswered(err) && ctx.Err() == nil) {
@@ -156,11 +165,13 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 		if cerr != nil {
 			return openedConsumer{}, cerr
 		}
+		dc.req(opCreate)
 		cons, err = dc.js.CreateConsumer(ctx, dc.stream, cfg)
 		if err == nil && !found {
 			err = dc.newDeviceCap(ctx, cons)
 		}
 		if errors.Is(err, jetstream.ErrConsumerExists) {
+			dc.req(opLookup)
 			cons, err = dc.js.Consumer(ctx, dc.stream, dc.name) // another gateway was quicker
 		}
 	}
@@ -177,6 +188,7 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 	nextDseq := info.Delivered.Consumer + 1
 	resetSeq := uint64(0)
 	if created || info.NumAckPending > 0 || info.Delivered.Stream != info.AckFloor.Stream {
+		dc.req(opReset)
 		r, err := dc.js.ResetConsumer(ctx, dc.stream, dc.name)
 		if err != nil {
 			return openedConsumer{}, fmt.Errorf("reset consumer %s: %w", dc.name, err)
@@ -204,6 +216,7 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 		// The consumer knows less than the mirror (recreated from an older
 		// mirror by another gateway, or restored): the mirror is a
 		// confirmed position too.
+		dc.req(opResetTo)
 		if r, err := dc.js.ResetConsumerToSequence(ctx, dc.stream, dc.name, mirror.AckSeq+1); err == nil {
 			cursor, resetSeq, nextDseq = mirror.AckSeq, r.ResetSeq, 1
 		}
@@ -218,6 +231,7 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 // firstSeq returns the stream sequence of the oldest entry of the
 // partition (the last sequence + 1 when the stream is empty).
 func (dc *deviceConsumer) firstSeq(ctx context.Context) (uint64, error) {
+	dc.req(opStreamInfo)
 	s, err := dc.js.Stream(ctx, dc.stream)
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: %w", dc.stream, err)
@@ -233,6 +247,7 @@ func (dc *deviceConsumer) newDeviceCap(ctx context.Context, cons jetstream.Consu
 		return err
 	}
 	if floor := cons.CachedInfo().AckFloor.Stream; nth-1 > floor {
+		dc.req(opResetTo)
 		_, err = dc.js.ResetConsumerToSequence(ctx, dc.stream, dc.name, nth)
 	}
 	return err
@@ -241,6 +256,7 @@ func (dc *deviceConsumer) newDeviceCap(ctx context.Context, cons jetstream.Consu
 // resetTo makes the consumer deliver from seq next, with everything below
 // it acknowledged. Call it only with seq-1 confirmed. It returns NumPending.
 func (dc *deviceConsumer) resetTo(ctx context.Context, seq uint64) (uint64, error) {
+	dc.req(opResetTo)
 	r, err := dc.js.ResetConsumerToSequence(ctx, dc.stream, dc.name, seq)
 	if err != nil {
 		return 0, err
@@ -298,6 +314,7 @@ const consumerInfoTimeout = 4 * time.Second
 // dropOffline deletes the consumer, which JetStream reported offline
 // (cause), and returns ErrConsumerNotFound: the caller creates it again.
 func (dc *deviceConsumer) dropOffline(ctx context.Context, cause error) error {
+	dc.req(opDelete)
 	err := dc.js.DeleteConsumer(ctx, dc.stream, dc.name)
 	if err != nil && !gone(err) {
 		return fmt.Errorf("device consumer %s is offline (%v); delete it to recreate it: %w", dc.name, cause, err)
@@ -320,6 +337,7 @@ func (dc *deviceConsumer) lost(ctx context.Context, err error) bool {
 			return false
 		}
 		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		dc.req(opLookup)
 		_, err = dc.js.Consumer(ictx, dc.stream, dc.name)
 		cancel()
 		if err == nil || !offline(err) {
@@ -335,6 +353,7 @@ func (dc *deviceConsumer) recreate(ctx context.Context, cursor uint64) error {
 	if err != nil {
 		return err
 	}
+	dc.req(opCreate)
 	cons, err := dc.js.CreateOrUpdateConsumer(ctx, dc.stream, cfg)
 	if err != nil {
 		return err
@@ -346,12 +365,14 @@ func (dc *deviceConsumer) recreate(ctx context.Context, cursor uint64) error {
 
 // info reads the consumer's state from the server.
 func (dc *deviceConsumer) info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	dc.req(opInfo)
 	return dc.handle().Info(ctx)
 }
 
 // fetch pulls up to n deliveries.
 func (dc *deviceConsumer) fetch(n int) (jetstream.MessageBatch, error) {
 	// NumPending said n are there: Fetch returns as soon as it has them.
+	dc.req(opFetch)
 	return dc.handle().Fetch(n, jetstream.FetchMaxWait(2*time.Second))
 }
 
@@ -361,6 +382,7 @@ func (dc *deviceConsumer) fetch(n int) (jetstream.MessageBatch, error) {
 func (dc *deviceConsumer) lastEntrySeq(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	dc.req(opDirectGet)
 	m, err := dc.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+dc.stream+"."+dc.subject, nil)
 	if err != nil {
 		return 0, fmt.Errorf("newest inbox entry: %w", err)
@@ -460,8 +482,9 @@ func (t *tailState) fetched(delivered []tailMsg, last, left, nextDseq uint64) {
 }
 
 // ackUpTo acknowledges the newest delivery at or below cursor (AckPolicy
-// all: the consumer's ack floor moves there).
-func (t *tailState) ackUpTo(cursor uint64) {
+// all: the consumer's ack floor moves there). It reports whether it sent
+// an ack.
+func (t *tailState) ackUpTo(cursor uint64) bool {
 	i, found := slices.BinarySearchFunc(t.msgs, cursor, func(m tailMsg, seq uint64) int {
 		switch {
 		case m.seq < seq:
@@ -478,7 +501,9 @@ func (t *tailState) ackUpTo(cursor uint64) {
 		_ = t.msgs[i].msg.Ack()
 		t.ackedFloor = t.msgs[i].seq
 		t.msgs = t.msgs[i+1:]
+		return true
 	}
+	return false
 }
 
 // recover handles a consumer that vanished under the session (reaped while

@@ -29,6 +29,9 @@ type metrics struct {
 	liveDeferred       prometheus.Counter
 	badAcks            prometheus.Counter
 	pages              *prometheus.CounterVec
+	pageRead           *prometheus.HistogramVec // by source, as pages
+	coverFallbacks     prometheus.Counter       // covering reads that found an entry the live lane did not send (pages.go)
+	consumerRequests   *prometheus.CounterVec   // JetStream requests on device consumers, by op (consumer.go)
 	events             *prometheus.CounterVec
 	eventFailures      *prometheus.CounterVec
 	eventsGivenUp      *prometheus.CounterVec
@@ -57,7 +60,7 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		connections: f.NewGauge(prometheus.GaugeOpts{
 			Name: "inboxd_gateway_connections", Help: "Open client connections.",
 		}),
@@ -124,8 +127,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Live entries left to the backfill because the device had too many unconfirmed messages.",
 		}),
 		pages: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "inboxd_gateway_backfill_pages_total", Help: "Backfill pages read, by source: archive (Postgres index) or tail (JetStream consumer).",
+			Name: "inboxd_gateway_backfill_pages_total",
+			Help: "Backfill pages read, by source: archive (Postgres index), tail (JetStream consumer, with bodies) or cover (a tail read of entries the live lane sent already: no page slot, no budget, no bodies).",
 		}, []string{"source"}),
+		pageRead: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "inboxd_gateway_backfill_page_read_seconds",
+			Help:    "Time to read one backfill page, by source as inboxd_gateway_backfill_pages_total (the read and the bodies; not the wait for the budget or a page slot).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"source"}),
+		coverFallbacks: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_cover_fallbacks_total",
+			Help: "Covering tail reads that found an entry the live lane had not sent (dropped, deferred, or written without a live announcement): read as a normal tail page, with the bodies.",
+		}),
+		consumerRequests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "inboxd_gateway_consumer_requests_total",
+			Help: "JetStream requests the gateway makes on device consumers, by op: lookup, create, delete, reset, reset_to, info, fetch, ack, stream_info, direct_get.",
+		}, []string{"op"}),
 		events: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_gateway_events_total", Help: "Per-user events written to inboxes, by type.",
 		}, []string{"type"}),
@@ -194,4 +211,37 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 		}),
 	}
+	// Every label value from the start: a rate or a "no new" check needs
+	// the zero.
+	for _, src := range []string{pageArchive, pageTail, pageCover} {
+		m.pages.WithLabelValues(src)
+		m.pageRead.WithLabelValues(src)
+	}
+	for _, op := range consumerOps {
+		m.consumerRequests.WithLabelValues(op)
+	}
+	return m
 }
+
+// The sources of backfill pages (the source label).
+const (
+	pageArchive = "archive" // the Postgres archive index, with the bodies
+	pageTail    = "tail"    // the device consumer, bodies from the cache or Postgres
+	pageCover   = "cover"   // the device consumer, entries the live lane sent already: no bodies
+)
+
+// The JetStream requests on device consumers (the op label).
+const (
+	opLookup     = "lookup"      // consumer info by name (open, lost)
+	opCreate     = "create"      // create, or create-or-update when recreated
+	opDelete     = "delete"      // an offline consumer dropped
+	opReset      = "reset"       // ResetConsumer (unacknowledged deliveries back at once)
+	opResetTo    = "reset_to"    // ResetConsumerToSequence
+	opInfo       = "info"        // consumer info for NumPending
+	opFetch      = "fetch"       // a pull request
+	opAck        = "ack"         // an ack (AckPolicy all: up to a delivery)
+	opStreamInfo = "stream_info" // the partition's first entry
+	opDirectGet  = "direct_get"  // the inbox's newest entry
+)
+
+var consumerOps = []string{opLookup, opCreate, opDelete, opReset, opResetTo, opInfo, opFetch, opAck, opStreamInfo, opDirectGet}

@@ -274,7 +274,9 @@ func (s *session) onAckRange(upTo uint64) error {
 // deliveries up to it are acknowledged and the mirror is marked.
 func (s *session) cursorMovedLocked() {
 	c := s.led.Cursor()
-	s.tail.ackUpTo(c)
+	if s.tail.ackUpTo(c) {
+		s.cons.req(opAck)
+	}
 	s.g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: c, Epoch: s.epoch.Load()})
 }
 
