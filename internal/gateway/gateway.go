@@ -28,7 +28,8 @@ type Gateway struct {
 	log      *zap.Logger
 	nc       *nats.Conn
 	js       jetstream.JetStream
-	st       *store.Store
+	st       *store.Store // catch-up reads
+	sst      *store.Store // the send path (Options.SendStore, or st)
 	verifier *auth.Verifier
 	metrics  *metrics
 	sends    *sendTracker
@@ -62,11 +63,16 @@ type Gateway struct {
 // New returns a gateway; Start opens its listeners.
 func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier *auth.Verifier, reg prometheus.Registerer) (*Gateway, error) {
 	opts.setDefaults()
+	sst := st
+	if opts.SendStore != nil {
+		sst = opts.SendStore
+	}
 	g := &Gateway{
 		opts:         opts,
 		log:          log,
 		nc:           nc,
 		st:           st,
+		sst:          sst,
 		verifier:     verifier,
 		metrics:      newMetrics(reg),
 		epoch:        uint64(time.Now().UnixNano()),
@@ -74,7 +80,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		conns:        make(map[*Conn]struct{}),
 		loginWarns:   newLogLimiter(5),
 	}
-	g.limits = newLimits(&g.opts, st, g.metrics)
+	g.limits = newLimits(&g.opts, st, sst, g.metrics)
 	g.web = newWebApp(g)
 	g.sends = newSendTracker(g)
 	g.router = newRouter(g)
@@ -94,7 +100,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		return nil, err
 	}
 	g.js = js
-	g.events = newEventWriter(js, nc, opts.Layout.InboxPartitions, &convKinds{lookup: st.ConvKinds}, log, g.metrics)
+	g.events = newEventWriter(js, nc, opts.Layout.InboxPartitions, &convKinds{lookup: sst.ConvKinds}, log, g.metrics)
 	g.bnc, g.bjs = nc, js
 	if opts.Backfill != nil {
 		if g.bjs, err = jetstream.New(opts.Backfill, jetstream.WithClientTrace(ops.JetStreamTrace(reg))); err != nil {
