@@ -34,9 +34,12 @@ func TestLiveSendWhileCatchupPoolIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMessage(t, got, first.MsgID)
+	// A second conversation, not sent to yet: the gateway looks its
+	// member count up (the send's price) while the hold lasts.
+	conv2 := createConv(t, n, true, 1, 2) // a group: the direct one is unique per pair
 
 	held := holdPool(t, n.Pools.Catchup.Pool)
-	res, err := sender.Send(ctxT(t, 10*time.Second), conv, "during", "while catch-up waits")
+	res, err := sender.Send(ctxT(t, 10*time.Second), conv2, "during", "while catch-up waits")
 	if err != nil {
 		t.Fatalf("send while the %d catch-up connections are held: %v", held, err)
 	}
