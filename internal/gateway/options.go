@@ -23,7 +23,7 @@ type Options struct {
 	Backfill *nats.Conn
 	// SendStore, when set, is the Postgres pool of the send path: the
 	// member counts a send is charged by, the poll for STORED results and
-	// the conversation kinds of live events. The store New is given then
+	// the conversation kinds of read_sync and receipt events. The store New is given then
 	// serves only catch-up work (logins, summaries, pages, bodies, pulls,
 	// read marks, cursors), so a login storm that holds every one of its
 	// connections does not queue a send (docs/design.md, "Postgres

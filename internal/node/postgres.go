@@ -17,7 +17,7 @@ import (
 // roles has is nil.
 type Pools struct {
 	// Send is the live path: the gateway's send queries (member counts,
-	// the STORED poll, live events) and every fanout write.
+	// the STORED poll, the kinds of published events) and every fanout write.
 	Send *store.Store
 	// Catchup is the gateway's other work: logins, summaries, pages,
 	// bodies, pulls, read marks, the cursor mirror, revocations.
