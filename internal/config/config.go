@@ -155,6 +155,14 @@ type Config struct {
 	WebhookAttempts    int
 	RetryMin, RetryMax time.Duration
 	WebhookConcurrency int
+
+	// Postgres pools per role class (issue 11 item 3; internal/node,
+	// docs/design.md "Postgres pools"): the most connections of the send
+	// path's pool (the gateway's sends and the fanout's writes), of the
+	// gateway's catch-up reads, and of the syncer's background jobs.
+	PGSendConns       int
+	PGCatchupConns    int
+	PGBackgroundConns int
 }
 
 // Defaults returns the configuration `make run` uses. The gateway's and the
@@ -221,6 +229,14 @@ func Defaults() Config {
 		RetryMin:           br.RetryMin,
 		RetryMax:           br.RetryMax,
 		WebhookConcurrency: br.Concurrency,
+
+		// 4 + 4 + 2 per all-in-one process (and the retention job's 2):
+		// 36 for a 3-node cluster on one box, well under Postgres'
+		// default max_connections of 100 (docs/operations.md, "Postgres
+		// pools").
+		PGSendConns:       4,
+		PGCatchupConns:    4,
+		PGBackgroundConns: 2,
 	}
 }
 
@@ -374,6 +390,15 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.DurationVar(&c.RetryMax, "retry-max", c.RetryMax, "largest retry delay (env INBOXD_RETRY_MAX)")
 		fs.IntVar(&c.WebhookConcurrency, "concurrency", c.WebhookConcurrency, "webhook requests in flight at most (env INBOXD_CONCURRENCY)")
 	}
+	if roles&(RoleGateway|RoleFanout) != 0 {
+		fs.IntVar(&c.PGSendConns, "pg-send-conns", c.PGSendConns, "most Postgres connections of the send path's pool: the gateway's sends, the fanout's writes (env INBOXD_PG_SEND_CONNS)")
+	}
+	if roles&RoleGateway != 0 {
+		fs.IntVar(&c.PGCatchupConns, "pg-catchup-conns", c.PGCatchupConns, "most Postgres connections of the gateway's catch-up pool: logins, summaries, pages, bodies, pulls, cursors (env INBOXD_PG_CATCHUP_CONNS)")
+	}
+	if roles&RoleSyncer != 0 {
+		fs.IntVar(&c.PGBackgroundConns, "pg-background-conns", c.PGBackgroundConns, "most Postgres connections of the syncer's background pool: archiver, trimmer, cleanup, lifecycle, push, admin (env INBOXD_PG_BACKGROUND_CONNS)")
+	}
 	if roles&RoleFanout != 0 {
 		fs.IntVar(&c.NodeID, "node-id", c.NodeID, "msg_id node id 0..1023; -1: leased automatically, distinct per running fanout (a fixed one is leased too: a second fanout with it refuses to start) (env INBOXD_NODE_ID)")
 		fs.IntVar(&c.BatchSize, "batch", c.BatchSize, "sends per fanout batch (1..512)")
@@ -453,6 +478,10 @@ func (c *Config) Validate() error {
 	}
 	if c.CleanupMargin < MinCleanupMargin {
 		return fmt.Errorf("config: cleanup-margin %s is below %s: a new device's cursor row is written up to a second after its login, and the margin must cover that", c.CleanupMargin, MinCleanupMargin)
+	}
+	if c.PGSendConns < 1 || c.PGCatchupConns < 1 || c.PGBackgroundConns < 1 {
+		return fmt.Errorf("config: --pg-send-conns %d, --pg-catchup-conns %d and --pg-background-conns %d must be at least 1",
+			c.PGSendConns, c.PGCatchupConns, c.PGBackgroundConns)
 	}
 	if c.Heartbeat < time.Second {
 		return fmt.Errorf("config: heartbeat %s is below 1s", c.Heartbeat)

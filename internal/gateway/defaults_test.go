@@ -40,12 +40,13 @@ func TestSetOptionsKeepTheirValue(t *testing.T) {
 // one in DefaultOptions (and a line in setDefaults), or is listed here.
 func TestEveryOptionHasADefault(t *testing.T) {
 	none := map[string]bool{
-		"ID":       true, // random per process
-		"Backfill": true, // nil: the main connection
-		"TLS":      true, // nil: plain listeners
-		"Web":      true, // nil: no web client at /app
-		"DevToken": true, // nil: no development tokens
-		"NoPark":   true, // false: idle connections park (Linux)
+		"ID":        true, // random per process
+		"Backfill":  true, // nil: the main connection
+		"SendStore": true, // nil: the store New is given
+		"TLS":       true, // nil: plain listeners
+		"Web":       true, // nil: no web client at /app
+		"DevToken":  true, // nil: no development tokens
+		"NoPark":    true, // false: idle connections park (Linux)
 
 		"LoginLatencyTarget": true, // 0: automatic (4 × the fastest login, at least 50 ms)
 	}

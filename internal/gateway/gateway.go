@@ -28,7 +28,8 @@ type Gateway struct {
 	log      *zap.Logger
 	nc       *nats.Conn
 	js       jetstream.JetStream
-	st       *store.Store
+	st       *store.Store // catch-up reads
+	sst      *store.Store // the send path (Options.SendStore, or st)
 	verifier *auth.Verifier
 	metrics  *metrics
 	sends    *sendTracker
@@ -64,11 +65,16 @@ type Gateway struct {
 // New returns a gateway; Start opens its listeners.
 func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier *auth.Verifier, reg prometheus.Registerer) (*Gateway, error) {
 	opts.setDefaults()
+	sst := st
+	if opts.SendStore != nil {
+		sst = opts.SendStore
+	}
 	g := &Gateway{
 		opts:         opts,
 		log:          log,
 		nc:           nc,
 		st:           st,
+		sst:          sst,
 		verifier:     verifier,
 		metrics:      newMetrics(reg),
 		epoch:        uint64(time.Now().UnixNano()),
@@ -76,7 +82,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		conns:        make(map[*Conn]struct{}),
 		loginWarns:   newLogLimiter(5),
 	}
-	g.limits = newLimits(&g.opts, st, g.metrics)
+	g.limits = newLimits(&g.opts, st, sst, g.metrics)
 	g.admit = newAdmission(g.opts.LoginConcurrency, g.opts.LoginLatencyTarget, g.opts.LoginRate, admissionMetricsOf(g.metrics))
 	g.web = newWebApp(g)
 	g.sends = newSendTracker(g)
@@ -97,7 +103,7 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		return nil, err
 	}
 	g.js = js
-	g.events = newEventWriter(js, nc, opts.Layout.InboxPartitions, &convKinds{lookup: st.ConvKinds}, log, g.metrics)
+	g.events = newEventWriter(js, nc, opts.Layout.InboxPartitions, &convKinds{lookup: sst.ConvKinds}, log, g.metrics)
 	if !opts.NoPark {
 		if g.poller, err = newPoller(log, opts.Heartbeat, func(n int) { g.metrics.parked.Set(float64(n)) }); err != nil {
 			log.Warn("no epoll: idle connections keep a reader goroutine each", zap.Error(err))

@@ -37,12 +37,12 @@ type limits struct {
 	sizes   *memberCounts
 }
 
-func newLimits(opts *Options, st *store.Store, m *metrics) *limits {
+func newLimits(opts *Options, st, sendStore *store.Store, m *metrics) *limits {
 	return &limits{
 		users:   newUserBuckets(opts, func(n int) { m.userLimits.Set(float64(n)) }),
 		devices: newDeviceCap(opts.MaxDevicesPerUser, opts.DeviceIdleReap, st, m.devicesRefused),
 		preauth: newPreauthGate(opts.PreauthConns, opts.PreauthConnsPerIP, m.preauthConns, m.preauthRefused),
-		sizes:   newMemberCounts(st.MemberCount, memberCountTTL, memberCountEntries),
+		sizes:   newMemberCounts(sendStore.MemberCount, memberCountTTL, memberCountEntries),
 	}
 }
 

@@ -21,6 +21,14 @@ type Options struct {
 	// (backfill reads); live entries, sends and results stay on the main
 	// one, so a storm of backfill deliveries does not queue them.
 	Backfill *nats.Conn
+	// SendStore, when set, is the Postgres pool of the send path: the
+	// member counts a send is charged by, the poll for STORED results and
+	// the conversation kinds of read_sync and receipt events. The store New is given then
+	// serves only catch-up work (logins, summaries, pages, bodies, pulls,
+	// read marks, cursors), so a login storm that holds every one of its
+	// connections does not queue a send (docs/design.md, "Postgres
+	// pools").
+	SendStore *store.Store
 	// ID names this gateway process in result subjects and logs (default: random).
 	ID string
 	// WSAddr serves WebSocket upgrades on WSPath (default 127.0.0.1:7070, "/ws").
@@ -169,7 +177,7 @@ type Options struct {
 
 // DefaultOptions returns the default of every option that has one: the one
 // place they are written (setDefaults, internal/config and the flags' help
-// take them from here). ID, Backfill and TLS have none.
+// take them from here). ID, Backfill, SendStore and TLS have none.
 func DefaultOptions() Options {
 	return Options{
 		WSAddr:            "127.0.0.1:7070",

@@ -265,7 +265,7 @@ func (t *sendTracker) sweep(ctx context.Context, now time.Time) {
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	lk, err := t.g.st.LookupSends(qctx, keys)
+	lk, err := t.g.sst.LookupSends(qctx, keys)
 	if err != nil {
 		t.g.log.Warn("look up duplicate sends", zap.Error(err))
 		return

@@ -9,7 +9,8 @@ import (
 )
 
 // registerConnMetrics adds the state of the process's NATS connections
-// and of its Postgres pool to reg. Start calls it once every connection
+// and of its Postgres pools (one series per pool: send, catchup,
+// background, retention) to reg. Start calls it once every connection
 // is open: the collectors read the Node's fields at scrape time.
 func (n *Node) registerConnMetrics(reg prometheus.Registerer) {
 	reg.MustRegister(ops.NATSConnections(func() map[string]*nats.Conn {
@@ -17,7 +18,13 @@ func (n *Node) registerConnMetrics(reg prometheus.Registerer) {
 	}))
 	if n.Store != nil {
 		reg.MustRegister(ops.PostgresPools(func() map[string]*pgxpool.Pool {
-			return map[string]*pgxpool.Pool{"main": n.Store.Pool}
+			m := make(map[string]*pgxpool.Pool)
+			for name, st := range n.Pools.byName() {
+				if st != nil {
+					m[name] = st.Pool
+				}
+			}
+			return m
 		}))
 	}
 }

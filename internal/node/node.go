@@ -26,11 +26,14 @@ import (
 type Node struct {
 	log *zap.Logger
 
-	NATS    *server.Server // set with RoleEmbeddedNATS
-	NC      *nats.Conn
-	bulkNC  *nats.Conn // the gateway's backfill reads (its own TCP connection)
-	archNC  *nats.Conn // the archiver's reads, in a process with other roles
+	NATS   *server.Server // set with RoleEmbeddedNATS
+	NC     *nats.Conn
+	bulkNC *nats.Conn // the gateway's backfill reads (its own TCP connection)
+	archNC *nats.Conn // the archiver's reads, in a process with other roles
+	// Store is the first of Pools the node opened (send, catch-up,
+	// background): the schema was migrated on it, /readyz pings it.
 	Store   *store.Store
+	Pools   Pools
 	Gateway *gateway.Gateway
 	Fanout  *fanout.Fanout
 	// Lifecycle runs user deletions and housekeeping (with RoleSyncer).
@@ -93,7 +96,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		return n, nil // NATS only (inboxd --nats-only)
 	}
 
-	if err := n.connectPostgres(ctx, cfg.DatabaseURL); err != nil {
+	if err := n.connectPostgres(ctx, cfg, roles); err != nil {
 		return nil, err
 	}
 	js, err := n.connectNATS(ctx, login, roles, cfg.Layout, cfg.HotWindow, cfg.Replicas)
@@ -165,9 +168,7 @@ func (n *Node) Close() {
 		}
 		n.NC.Close()
 	}
-	if n.Store != nil {
-		n.Store.Close()
-	}
+	n.Pools.close()
 	if n.NATS != nil {
 		n.NATS.Shutdown()
 		n.NATS.WaitForShutdown()

@@ -50,6 +50,24 @@ func TestSplitDeploymentDelivers(t *testing.T) {
 		}
 	}
 
+	// Each binary opens the Postgres pools of its roles only
+	// (docs/design.md, "Postgres pools").
+	for name, want := range map[string]string{"gateway": "send catchup", "fanout": "send", "syncer": "background retention"} {
+		p := nodes[name].Pools
+		var got []string
+		for _, x := range []struct {
+			name string
+			on   bool
+		}{{"send", p.Send != nil}, {"catchup", p.Catchup != nil}, {"background", p.Background != nil}, {"retention", p.Retention != nil}} {
+			if x.on {
+				got = append(got, x.name)
+			}
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s: pools %v, want %s", name, got, want)
+		}
+	}
+
 	adm, err := nats.Connect(url, nats.UserInfo(string(natsauth.Admin), natsauth.Password(natsauth.Admin)))
 	if err != nil {
 		t.Fatal(err)

@@ -32,14 +32,14 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 	if js, err = jetstream.New(n.NC, jetstream.WithClientTrace(ops.JetStreamTrace(reg))); err != nil {
 		return err
 	}
-	if n.admin, err = admin.Start(n.NC, js, cfg.Layout, n.Store, n.log.Named("admin")); err != nil {
+	if n.admin, err = admin.Start(n.NC, js, cfg.Layout, n.Pools.Background, n.log.Named("admin")); err != nil {
 		return err
 	}
 	if err := cfg.ValidateSyncer(); err != nil {
 		return err
 	}
 	n.Lifecycle = lifecycle.New(lifecycle.Options{Layout: cfg.Layout, DeviceForget: cfg.DeviceForget, DeviceReap: cfg.DeviceReap,
-		RejectHorizon: cfg.RejectHorizon, Every: cfg.HousekeepingEvery, LegalHold: cfg.LegalHold}, n.log.Named("lifecycle"), n.NC, js, n.Store, reg)
+		RejectHorizon: cfg.RejectHorizon, Every: cfg.HousekeepingEvery, LegalHold: cfg.LegalHold}, n.log.Named("lifecycle"), n.NC, js, n.Pools.Background, reg)
 	if err := n.admin.ServeLifecycle(n.Lifecycle); err != nil {
 		return err
 	}
@@ -58,25 +58,22 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 	}
 	// The archiver's partitions are pinned consumers: it runs on every
 	// syncer. Its trimmer joins the singleton jobs.
-	arch := archive.New(archive.Options{Layout: cfg.Layout, HotWindow: cfg.HotWindow, SeparateTrimmer: true}, n.log.Named("archive"), ajs, n.Store, reg)
+	arch := archive.New(archive.Options{Layout: cfg.Layout, HotWindow: cfg.HotWindow, SeparateTrimmer: true}, n.log.Named("archive"), ajs, n.Pools.Background, reg)
 	n.runLoop(run, "archiver", arch.Run)
 	singletons := map[string]func(context.Context) error{"trimmer": arch.RunTrimmer}
 	// Retention reads whole time ranges: on a pool of its own, so that
 	// sends and syncs keep theirs.
-	rst, err := store.Open(run, cfg.DatabaseURL, 2)
-	if err != nil {
+	// (Node.Close closes it with the others.)
+	if n.Pools.Retention, err = store.OpenPool(run, cfg.DatabaseURL, "retention", 2); err != nil {
 		return err
 	}
 	ret := retention.New(retention.Options{Retention: cfg.Retention, Width: cfg.PartitionWidth, Hold: cfg.LegalHold},
-		n.log.Named("retention"), rst, reg)
-	n.runLoop(run, "retention", func(ctx context.Context) error {
-		defer rst.Close()
-		return ret.Run(ctx)
-	})
+		n.log.Named("retention"), n.Pools.Retention, reg)
+	n.runLoop(run, "retention", ret.Run)
 	if cfg.CleanupEvery > 0 {
 		cl, err := archive.NewCleaner(archive.CleanupOptions{Layout: cfg.Layout, Every: cfg.CleanupEvery, Rate: cfg.CleanupRate,
 			Batch: cfg.CleanupBatch, Margin: cfg.CleanupMargin, NewDeviceWindow: cfg.NewDeviceWindow, NewDeviceMax: cfg.NewDeviceMax},
-			n.log.Named("cleanup"), n.NC, n.Store, reg)
+			n.log.Named("cleanup"), n.NC, n.Pools.Background, reg)
 		if err != nil {
 			return err
 		}
@@ -112,7 +109,7 @@ func (n *Node) startPush(run context.Context, cfg config.Config, roles config.Ro
 			return err
 		}
 	}
-	p, err := push.New(cfg.PushOptions(), n.log.Named("push"), pjs, n.Store.Pool, reg)
+	p, err := push.New(cfg.PushOptions(), n.log.Named("push"), pjs, n.Pools.Background.Pool, reg)
 	if err != nil {
 		closeConn()
 		return err
@@ -130,7 +127,7 @@ func (n *Node) startFanout(ctx, run context.Context, cfg config.Config, js jetst
 	var err error
 	n.Fanout, err = fanout.New(fanout.Options{Layout: cfg.Layout, NodeID: cfg.NodeID, BatchSize: cfg.BatchSize,
 		Leases: n.leases, Holder: holderName(cfg)},
-		n.log.Named("fanout"), n.NC, n.Store, reg)
+		n.log.Named("fanout"), n.NC, n.Pools.Send, reg)
 	if err != nil {
 		return err
 	}
@@ -174,8 +171,8 @@ func (n *Node) startGateway(run context.Context, cfg config.Config, keys gateway
 		SendEntryRate: rate.Limit(cfg.SendEntryRate), MaxDevicesPerUser: cfg.MaxDevicesPerUser, RequestRate: rate.Limit(cfg.RequestRate),
 		PreauthConns: cfg.PreauthConns, PreauthConnsPerIP: cfg.PreauthConnsPerIP,
 		LoginConcurrency: cfg.LoginConcurrency, LoginLatencyTarget: cfg.LoginLatencyTarget, LoginRate: loginRate(cfg.LoginRate),
-		Web: webFiles(cfg), DevToken: devTokens(cfg),
-	}, n.log.Named("gateway"), n.NC, n.Store, keys.verifier, reg)
+		Web: webFiles(cfg), DevToken: devTokens(cfg), SendStore: n.Pools.Send,
+	}, n.log.Named("gateway"), n.NC, n.Pools.Catchup, keys.verifier, reg)
 	if err != nil {
 		return err
 	}

@@ -110,8 +110,12 @@ func TestOperatorMetricsOnANode(t *testing.T) {
 			t.Errorf("inboxd_nats_reconnecting{conn=%q} = %v (%v), want 0", c, v, ok)
 		}
 	}
-	if v, _ := sum(m, "inboxd_postgres_pool_max_conns", `pool="main"`); v <= 0 {
-		t.Errorf("inboxd_postgres_pool_max_conns = %v", v)
+	// One series per pool, at its configured size (config.Defaults; the
+	// retention job's is 2).
+	for pool, size := range map[string]float64{"send": 4, "catchup": 4, "background": 2, "retention": 2} {
+		if v, _ := sum(m, "inboxd_postgres_pool_max_conns", `pool="`+pool+`"`); v != size {
+			t.Errorf("inboxd_postgres_pool_max_conns{pool=%q} = %v, want %v", pool, v, size)
+		}
 	}
 	if v, _ := sum(m, "inboxd_jetstream_api_requests_total"); v <= 0 {
 		t.Errorf("inboxd_jetstream_api_requests_total = %v after the start's stream and consumer calls", v)
@@ -122,7 +126,7 @@ func TestOperatorMetricsOnANode(t *testing.T) {
 	if v, ok := sum(m, "inboxd_gateway_send_stored_seconds_count"); !ok || v != 0 {
 		t.Errorf("inboxd_gateway_send_stored_seconds_count = %v (%v) before any send", v, ok)
 	}
-	acquires, _ := sum(m, "inboxd_postgres_pool_acquires_total", `pool="main"`)
+	acquires, _ := sum(m, "inboxd_postgres_pool_acquires_total", `pool="send"`)
 	// The fanout reads its consumers' state once it serves them, then
 	// every 5 s: every partition has its series, at 0.
 	waitFor(t, n, "a lag series per SEND partition", func(m map[string]float64) bool {
@@ -156,8 +160,8 @@ func TestOperatorMetricsOnANode(t *testing.T) {
 	if v, _ := sum(m, "inboxd_gateway_send_stored_seconds_sum"); v <= 0 {
 		t.Errorf("inboxd_gateway_send_stored_seconds_sum = %v", v)
 	}
-	if v, _ := sum(m, "inboxd_postgres_pool_acquires_total", `pool="main"`); v <= acquires {
-		t.Errorf("inboxd_postgres_pool_acquires_total %v, not above %v after a login and a send", v, acquires)
+	if v, _ := sum(m, "inboxd_postgres_pool_acquires_total", `pool="send"`); v <= acquires {
+		t.Errorf("inboxd_postgres_pool_acquires_total %v, not above %v after a send (the fanout's writes)", v, acquires)
 	}
 
 	// Block the fanout's content insert: the next send stays pending.

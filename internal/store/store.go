@@ -36,12 +36,23 @@ type Store struct {
 // Open connects to url and checks the connection. maxConns 0 keeps pgx's
 // default (max(4, GOMAXPROCS)).
 func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
+	return OpenPool(ctx, url, "", maxConns)
+}
+
+// OpenPool is Open for one of a process's pools: with a name, its
+// connections carry application_name "inboxd-<name>" (or "<the URL's
+// application_name>-<name>"), so that pg_stat_activity tells the pools
+// apart.
+func OpenPool(ctx context.Context, url, name string, maxConns int32) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: parse database url: %w", err)
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
+	}
+	if name != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName(cfg.ConnConfig.RuntimeParams["application_name"], name)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -54,6 +65,15 @@ func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
 		return nil, fmt.Errorf("store: ping %s: %w", cfg.ConnConfig.Host, err)
 	}
 	return &Store{Pool: pool}, nil
+}
+
+// ApplicationName is the application_name of pool name's connections when
+// the database URL sets base (possibly empty).
+func ApplicationName(base, name string) string {
+	if base == "" {
+		base = "inboxd"
+	}
+	return base + "-" + name
 }
 
 // Close closes the pool.

@@ -93,7 +93,15 @@ func Gateway(t testing.TB, n *node.Node, opts gateway.Options) *gateway.Gateway 
 	if opts.Layout == (streams.Layout{}) {
 		opts.Layout = Layout()
 	}
-	g, err := gateway.New(opts, testenv.Logger(t).Named("gateway"), n.NC, n.Store, testenv.Verifier(t), prometheus.NewRegistry())
+	// The node's pools when it has a gateway; else its first.
+	st := n.Pools.Catchup
+	if st == nil {
+		st = n.Store
+	}
+	if opts.SendStore == nil {
+		opts.SendStore = n.Pools.Send
+	}
+	g, err := gateway.New(opts, testenv.Logger(t).Named("gateway"), n.NC, st, testenv.Verifier(t), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatalf("testnode: gateway: %v", err)
 	}
