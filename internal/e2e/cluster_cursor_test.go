@@ -121,26 +121,7 @@ func TestConnectedDeviceRecoversWhenItsConsumerServerDies(t *testing.T) {
 	// uid 2's inbox.
 	hidden := sendN(t, n, 1, other, 1, "hidden")
 	admin := c.Connect(natsauth.Admin)
-	var entry streams.Entry
-	for _, e := range testenv.InboxEntries(t, admin, testnode.Layout(), 3) {
-		if e.MsgID == hidden[0] {
-			entry = e.Entry
-		}
-	}
-	body, err := entry.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := ids.Partition(2, testnode.Layout().InboxPartitions)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := js.PublishMsg(ctx, entry.Msg(p, 2, body, streams.MessageDedupeID(hidden[0], 2))); err != nil {
-		t.Fatal(err)
-	}
+	writeUnannounced(t, admin, 3, 2, hidden[0])
 
 	live := sendN(t, n, 1, conv, 10, "after") // live, and a poke of the backfill
 	waitAll(t, d, live, 30*time.Second, "live entries after the consumer's server died")

@@ -1,17 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/inboxd/inboxd/client"
-	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/node"
-	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
 )
@@ -132,26 +127,7 @@ func TestCoveringReadFallsBackForAnEntryNotSentLive(t *testing.T) {
 	// written straight into uid 2's inbox: no live announcement.
 	hidden := sendN(t, n, 1, other, 1, "hidden")
 	admin := testnode.Admin(t, n)
-	var entry streams.Entry
-	for _, e := range testenv.InboxEntries(t, admin, testnode.Layout(), 3) {
-		if e.MsgID == hidden[0] {
-			entry = e.Entry
-		}
-	}
-	body, err := entry.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := ids.Partition(2, testnode.Layout().InboxPartitions)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := js.PublishMsg(ctx, entry.Msg(p, 2, body, streams.MessageDedupeID(hidden[0], 2))); err != nil {
-		t.Fatal(err)
-	}
+	writeUnannounced(t, admin, 3, 2, hidden[0])
 	fallbacks0 := metric(t, n, "inboxd_gateway_cover_fallbacks_total")
 
 	live := sendN(t, n, 1, conv, 2, "after") // live; its confirmation reads the tail

@@ -9,9 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/admin"
+	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/node"
+	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
 )
@@ -106,5 +111,33 @@ func waitArchived(t testing.TB, n *node.Node, entries int) {
 			t.Fatalf("archive holds %d of %d entries", got, entries)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// writeUnannounced copies the inbox entry of msgID from uid from's inbox
+// into uid to's, straight into the stream: an entry no live announcement
+// carries (as a gateway reconnecting to NATS, or a dropped live entry,
+// leaves). Its body is stored, so a page can hand it over.
+func writeUnannounced(t *testing.T, admin *nats.Conn, from, to, msgID int64) {
+	t.Helper()
+	var entry streams.Entry
+	for _, e := range testenv.InboxEntries(t, admin, testnode.Layout(), from) {
+		if e.MsgID == msgID {
+			entry = e.Entry
+		}
+	}
+	body, err := entry.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ids.Partition(to, testnode.Layout().InboxPartitions)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(ctx, entry.Msg(p, to, body, streams.MessageDedupeID(msgID, to))); err != nil {
+		t.Fatal(err)
 	}
 }
