@@ -101,8 +101,12 @@ func TestLiveConfirmationsCoveredWithoutBackfillPages(t *testing.T) {
 	}
 	tail, archive, cover := pageCounts(t, n)
 	t.Logf("pages: tail %v, archive %v, cover %v (before: %v, %v, %v)", tail, archive, cover, tail0, archive0, cover0)
-	if tail != tail0 || archive != archive0 {
-		t.Fatalf("backfill pages with bodies for live messages: tail %v → %v, archive %v → %v (want none new: covering reads)", tail0, tail, archive0, archive)
+	// A confirmation that races its own live entry (the consumer delivers
+	// the entry before the live lane has sent it) is a normal page, by the
+	// race guard's design: a clean-clone CI run saw one in 62. Without
+	// covering reads every confirmation is one (93 tail pages here).
+	if tail-tail0 > 3 || archive != archive0 {
+		t.Fatalf("backfill pages with bodies for live messages: tail %v → %v, archive %v → %v (want at most 3 new of %d confirmations: covering reads)", tail0, tail, archive0, archive, len(ids)*len(devs))
 	}
 	if cover <= cover0 {
 		t.Fatalf("no covering read (cover pages %v → %v), yet the cursors moved", cover0, cover)
