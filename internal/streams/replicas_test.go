@@ -124,7 +124,7 @@ func TestReplicasMismatchRefusedUntilChanged(t *testing.T) {
 	if r := replicasOf(t, js, l); !allEqual(r, 3) {
 		t.Fatalf("replicas after the change: %v", r)
 	}
-	waitFor(t, "every stream and fanout consumer with two current followers", func() error {
+	waitFor(t, "every stream and fanout consumer with two current followers", func(ctx context.Context) error {
 		for name := range replicasOf(t, js, l) {
 			s, err := js.Stream(ctx, name)
 			if err != nil {
@@ -160,7 +160,7 @@ func TestReplicasMismatchRefusedUntilChanged(t *testing.T) {
 	}
 	leader := c.WaitStreamLeader(streams.InboxStream(1))
 	c.Stop(leader)
-	waitFor(t, "INBOX_1 to serve the entry after its leader stopped", func() error {
+	waitFor(t, "INBOX_1 to serve the entry after its leader stopped", func(ctx context.Context) error {
 		s, err := js.Stream(ctx, streams.InboxStream(1))
 		if err != nil {
 			return err
@@ -219,11 +219,18 @@ func current(ci *jetstream.ClusterInfo, want int) error {
 }
 
 // waitFor polls fn until it returns nil, failing with its last error after 30s.
-func waitFor(t *testing.T, what string, fn func() error) {
+//
+// Each try has its own 5 s context: a JetStream API request sent while the
+// connection moves to another server (the test just stopped one) may never
+// be answered, and under the test's own context it would wait for all of
+// what is left of it (a CI run once spent its whole 3 minutes there).
+func waitFor(t *testing.T, what string, fn func(ctx context.Context) error) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := fn()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := fn(ctx)
+		cancel()
 		if err == nil {
 			return
 		}
