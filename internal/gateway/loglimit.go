@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -13,16 +14,17 @@ import (
 type logLimiter struct {
 	lim        *rate.Limiter
 	suppressed atomic.Int64
+	now        func() time.Time // time.Now; a test's clock
 }
 
 func newLogLimiter(perSecond int) *logLimiter {
-	return &logLimiter{lim: rate.NewLimiter(rate.Limit(perSecond), perSecond)}
+	return &logLimiter{lim: rate.NewLimiter(rate.Limit(perSecond), perSecond), now: time.Now}
 }
 
 // allow reports whether a line may be logged now and how many were
 // suppressed before it.
 func (l *logLimiter) allow() (bool, int64) {
-	if !l.lim.Allow() {
+	if !l.lim.AllowN(l.now(), 1) {
 		l.suppressed.Add(1)
 		return false, 0
 	}
