@@ -241,6 +241,7 @@ func PeekSeq(b []byte) (uint64, bool) {
 // it into objects: its inbox seq, conversation, position and sender.
 type Entry struct {
 	Seq       uint64
+	MsgID     int64 // 0 for an event
 	ConvID    int64
 	ConvSeq   int64
 	SenderUID int64
@@ -266,6 +267,8 @@ func PeekEntry(b []byte) (Entry, bool) {
 			switch num {
 			case fMsgSeq:
 				e.Seq, seen = v, true
+			case fMsgMsgID:
+				e.MsgID = int64(v)
 			case fMsgConvID:
 				e.ConvID = int64(v)
 			case fMsgConvSeq:

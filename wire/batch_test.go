@@ -51,7 +51,7 @@ func TestAppendBatchFrameMatchesGeneratedCode(t *testing.T) {
 	if s, ok := PeekSeq(raw); !ok || s != 5000 {
 		t.Fatalf("PeekSeq = %d %v", s, ok)
 	}
-	if e, ok := PeekEntry(raw); !ok || e != (Entry{Seq: 5000, ConvID: 1, ConvSeq: 3, SenderUID: 2}) {
+	if e, ok := PeekEntry(raw); !ok || e != (Entry{Seq: 5000, MsgID: 9, ConvID: 1, ConvSeq: 3, SenderUID: 2}) {
 		t.Fatalf("PeekEntry = %+v %v", e, ok)
 	}
 	ev := AppendMessage(nil, &msgs[2])

@@ -77,9 +77,10 @@ type Config struct {
 	// the ceiling of the adaptive limit on logins in progress, the login
 	// latency it steers to (0: automatic) and logins per second (0: no
 	// rate limit), all per gateway.
-	LoginConcurrency   int
-	LoginLatencyTarget time.Duration
-	LoginRate          float64
+	LoginConcurrency int
+	LoginRate        float64
+	// LiveDelayTarget: the live-first steering's target (0: off).
+	LiveDelayTarget time.Duration
 
 	// NATS login and TLS of the services (issue 13, least privilege in
 	// NATS): a credentials file instead of user/password, the CA that
@@ -208,6 +209,7 @@ func Defaults() Config {
 		PreauthConnsPerIP: gw.PreauthConnsPerIP,
 		LoginConcurrency:  gw.LoginConcurrency,
 		LoginRate:         float64(gw.LoginRate),
+		LiveDelayTarget:   gw.LiveDelayTarget,
 		TokenMaxTTL:       auth.DefaultMaxTTL,
 
 		DeviceForget:      lc.DeviceForget,
@@ -346,8 +348,8 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.Float64Var(&c.RequestRate, "request-rate", c.RequestRate, "summary_request, read, read_count, ack_range and refresh frames per second per user, burst twice that")
 		fs.IntVar(&c.PreauthConns, "preauth-conns", c.PreauthConns, "connections that have not finished hello, per gateway; more are closed at once")
 		fs.IntVar(&c.PreauthConnsPerIP, "preauth-conns-per-ip", c.PreauthConnsPerIP, "connections that have not finished hello, per remote IP (IPv6: per /64); more are closed at once")
-		fs.IntVar(&c.LoginConcurrency, "login-concurrency", c.LoginConcurrency, "logins in progress per gateway at most: the ceiling of the adaptive login limit (starts at 128, floor 16); a login without a slot waits up to 1s, then is refused UNAVAILABLE with retry_after_ms")
-		fs.DurationVar(&c.LoginLatencyTarget, "login-latency-target", c.LoginLatencyTarget, "login latency the adaptive login limit steers to (0: 4 × the fastest login seen, at least 50ms)")
+		fs.IntVar(&c.LoginConcurrency, "login-concurrency", c.LoginConcurrency, "logins in progress per gateway at most (the live-first steering lowers it to 16 while live messages are late); a login without a slot waits up to 1s, then is refused UNAVAILABLE with retry_after_ms")
+		fs.DurationVar(&c.LiveDelayTarget, "live-delay-target", c.LiveDelayTarget, "how much later than their baseline live messages may arrive before the gateway holds back catch-up page reads and logins (0: never)")
 		fs.Float64Var(&c.LoginRate, "login-rate", c.LoginRate, "logins per second per gateway, burst a tenth of a second of it; beyond, refused UNAVAILABLE with retry_after_ms (0: no rate limit)")
 		fs.StringVar(&c.TokenKeysFile, "token-keys", c.TokenKeysFile, "JSON key set of client token keys, each with a kid, for rotation (docs/protocol.md) (env INBOXD_TOKEN_KEYS)")
 		fs.StringVar(&c.TokenIssuer, "token-issuer", c.TokenIssuer, "when set, a client token's iss must equal it (env INBOXD_TOKEN_ISSUER)")
@@ -455,9 +457,9 @@ func (c *Config) Validate() error {
 	if c.AckTimeout < 0 {
 		return fmt.Errorf("config: ack-timeout %s is negative (0 means 3 heartbeats)", c.AckTimeout)
 	}
-	if c.LoginConcurrency < 1 || c.LoginLatencyTarget < 0 || c.LoginRate < 0 {
-		return fmt.Errorf("config: --login-concurrency %d, --login-latency-target %s, --login-rate %g: want the concurrency at least 1, the target and the rate not negative (0: automatic, no rate limit)",
-			c.LoginConcurrency, c.LoginLatencyTarget, c.LoginRate)
+	if c.LoginConcurrency < 1 || c.LiveDelayTarget < 0 || c.LoginRate < 0 {
+		return fmt.Errorf("config: --login-concurrency %d, --live-delay-target %s, --login-rate %g: want the concurrency at least 1, the target and the rate not negative (0: no steering, no rate limit)",
+			c.LoginConcurrency, c.LiveDelayTarget, c.LoginRate)
 	}
 	if c.TokenMaxTTL <= 0 {
 		return fmt.Errorf("config: --token-max-ttl %s must be positive", c.TokenMaxTTL)

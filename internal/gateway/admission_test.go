@@ -15,95 +15,59 @@ import (
 	"github.com/inboxd/inboxd/wire/pb"
 )
 
-func testAdmission(ceiling int, target time.Duration, perSecond rate.Limit) (*admission, *metrics) {
+func testAdmission(ceiling int, perSecond rate.Limit) (*admission, *metrics) {
 	m := newMetrics(prometheus.NewRegistry())
-	return newAdmission(ceiling, target, perSecond, admissionMetricsOf(m)), m
+	return newAdmission(ceiling, perSecond, admissionMetricsOf(m)), m
 }
 
-// feed gives the limit n login latencies of lat, each with the whole
-// limit in use, and returns the limits after each.
-func feed(a *admission, n int, lat time.Duration) []float64 {
-	var out []float64
-	for range n {
-		a.mu.Lock()
-		a.sampleLocked(lat, int(a.limit))
-		out = append(out, a.limit)
-		a.mu.Unlock()
+// The limit starts at the ceiling and follows the steering's level from
+// the floor (level 0) to the ceiling (level 1); a raised limit admits the
+// waiting logins at once. A ceiling below the floor bounds both.
+func TestLoginLimitFollowsLevel(t *testing.T) {
+	a, m := testAdmission(512, rate.Inf)
+	if l := a.currentLimit(); l != 512 {
+		t.Fatalf("limit starts at %v, want the ceiling 512", l)
 	}
-	return out
-}
-
-// The limit follows the login latency: down while logins take longer
-// than the target, up while they are faster, never beyond its floor and
-// ceiling; and not up while the budget is not what limits the logins.
-func TestLoginLimitFollowsLatency(t *testing.T) {
-	const target = 100 * time.Millisecond
-	a, m := testAdmission(512, target, rate.Inf)
-	if l := a.currentLimit(); l != loginStart {
-		t.Fatalf("limit starts at %v, want %d", l, loginStart)
-	}
-	slow := feed(a, 300, 2*target)
-	if slow[len(slow)-1] != loginFloor {
-		t.Fatalf("after 300 logins at twice the target the limit is %v, want the floor %d", slow[len(slow)-1], loginFloor)
-	}
-	prev := float64(loginStart)
-	for i, l := range slow {
-		if l > prev || l < loginFloor {
-			t.Fatalf("sample %d at twice the target: the limit went from %v to %v (want down, not below %d)", i, prev, l, loginFloor)
+	for _, c := range []struct{ level, want float64 }{{0, loginFloor}, {0.5, 264}, {1, 512}, {-1, loginFloor}, {2, 512}} {
+		a.scale(c.level)
+		if l := a.currentLimit(); l != c.want {
+			t.Fatalf("level %v: limit %v, want %v", c.level, l, c.want)
 		}
-		prev = l
-	}
-	if g := testutil.ToFloat64(m.loginLimit); g != loginFloor {
-		t.Fatalf("the limit gauge reads %v, want %d", g, loginFloor)
-	}
-	fast := feed(a, 2000, target/10)
-	if fast[len(fast)-1] != 512 {
-		t.Fatalf("after 2000 logins at a tenth of the target the limit is %v, want the ceiling 512", fast[len(fast)-1])
-	}
-	rose := false
-	prev = loginFloor
-	for i, l := range fast {
-		if l > 512 {
-			t.Fatalf("sample %d: the limit %v is above the ceiling", i, l)
+		if g := testutil.ToFloat64(m.loginLimit); g != c.want {
+			t.Fatalf("level %v: the gauge reads %v, want %v", c.level, g, c.want)
 		}
-		rose = rose || l > prev
-		prev = l
-	}
-	if !rose {
-		t.Fatal("the limit never rose while logins were faster than the target")
 	}
 
-	// Fast logins with most of the budget unused do not grow it.
-	b, _ := testAdmission(512, target, rate.Inf)
-	b.mu.Lock()
-	for range 100 {
-		b.sampleLocked(target/10, 1)
+	a.scale(0)
+	a.wait = time.Minute
+	var held []*loginTicket
+	for range loginFloor {
+		tk, we := a.acquire(nil)
+		if tk == nil {
+			t.Fatalf("a login within the floor was refused: %v", we)
+		}
+		held = append(held, tk)
 	}
-	l := b.limit
-	b.mu.Unlock()
-	if l != loginStart {
-		t.Fatalf("an idle budget grew to %v, want %d", l, loginStart)
+	got := make(chan *loginTicket)
+	go func() {
+		tk, _ := a.acquire(nil)
+		got <- tk
+	}()
+	waitFor(t, func() bool { return queued(a) == 1 })
+	a.scale(1)
+	if tk := <-got; tk == nil {
+		t.Fatal("the raised limit did not admit the waiting login")
+	} else {
+		tk.done(false)
+	}
+	for _, tk := range held {
+		tk.done(false)
 	}
 
-	// A ceiling below the floor and the start bounds both.
-	c, _ := testAdmission(4, target, rate.Inf)
-	if got := feed(c, 50, 3*target); got[len(got)-1] != 4 {
-		t.Fatalf("with --login-concurrency 4 the limit went to %v under slow logins, want 4", got[len(got)-1])
-	}
-}
-
-// The automatic target is 4 × the fastest login seen, at least 50 ms.
-func TestLoginTargetAutomatic(t *testing.T) {
-	a, _ := testAdmission(512, 0, rate.Inf)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.sampleLocked(2*time.Millisecond, 1)
-	if got := a.targetLocked(); got != minLoginTarget {
-		t.Fatalf("target %v after a 2 ms login, want %v", got, minLoginTarget)
-	}
-	a.fastest = 40 * time.Millisecond
-	if got := a.targetLocked(); got != 160*time.Millisecond {
-		t.Fatalf("target %v with the fastest login at 40 ms, want 160ms", got)
+	c, _ := testAdmission(4, rate.Inf)
+	c.scale(0)
+	if l := c.currentLimit(); l != 4 {
+		t.Fatalf("with --login-concurrency 4 the limit at level 0 is %v, want 4", l)
 	}
 }
 
@@ -112,7 +76,7 @@ func TestLoginTargetAutomatic(t *testing.T) {
 // UNAVAILABLE and a retry hint of at least minRetryHint; one whose
 // connection went away leaves the queue.
 func TestLoginQueueFIFOThenRefused(t *testing.T) {
-	a, m := testAdmission(1, time.Hour, rate.Inf)
+	a, m := testAdmission(1, rate.Inf)
 	a.wait = time.Minute
 	first, we := a.acquire(nil)
 	if first == nil || we != nil {
@@ -188,7 +152,7 @@ func TestLoginQueueFIFOThenRefused(t *testing.T) {
 // Logins over the rate are refused at once, and their hints differ: the
 // refused clients do not come back in lock-step.
 func TestLoginRateRefusalsSpread(t *testing.T) {
-	a, m := testAdmission(512, 0, 1)
+	a, m := testAdmission(512, 1)
 	if tk, we := a.acquire(nil); tk == nil || we != nil {
 		t.Fatalf("the first login was refused: %v", we)
 	}
@@ -220,7 +184,7 @@ func TestLoginRateRefusalsSpread(t *testing.T) {
 // when its client hangs up (the close watch).
 func TestWaitingLoginLeavesWhenClientCloses(t *testing.T) {
 	g := loginTestGateway(zap.NewNop())
-	g.admit, _ = testAdmission(1, time.Hour, rate.Inf)
+	g.admit, _ = testAdmission(1, rate.Inf)
 	g.admit.wait = time.Minute
 	hold, _ := g.admit.acquire(nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -48,7 +48,6 @@ func TestEveryOptionHasADefault(t *testing.T) {
 		"DevToken":  true, // nil: no development tokens
 		"NoPark":    true, // false: idle connections park (Linux)
 
-		"LoginLatencyTarget": true, // 0: automatic (4 × the fastest login, at least 50 ms)
 	}
 	d := reflect.ValueOf(DefaultOptions())
 	for i := range d.NumField() {

@@ -55,6 +55,7 @@ type Gateway struct {
 	conns     map[*Conn]struct{}
 	closeOnce sync.Once
 	pageGate  *pageGate
+	steer     *liveSteer          // live first (livesteer.go)
 	poller    *poller             // nil: every connection keeps its reader goroutine (Options.NoPark, not Linux)
 	bnc       *nats.Conn          // backfill reads (Options.Backfill, or nc)
 	bjs       jetstream.JetStream // on bnc
@@ -83,12 +84,14 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		loginWarns:   newLogLimiter(5),
 	}
 	g.limits = newLimits(&g.opts, st, sst, g.metrics)
-	g.admit = newAdmission(g.opts.LoginConcurrency, g.opts.LoginLatencyTarget, g.opts.LoginRate, admissionMetricsOf(g.metrics))
+	g.admit = newAdmission(g.opts.LoginConcurrency, g.opts.LoginRate, admissionMetricsOf(g.metrics))
 	g.web = newWebApp(g)
 	g.sends = newSendTracker(g)
 	g.router = newRouter(g)
 	g.revocations = newRevocationSweep(g)
 	g.pageGate = newPageGate(pageSlots)
+	g.steer = newLiveSteer(max(g.opts.LiveDelayTarget, 0), g.steerLevel)
+	g.steerLevel(1)
 	g.parts = &partInfos{g: g, m: make([]partInfo, opts.Layout.InboxPartitions)}
 	g.mirror = &cursorMirror{g: g}
 	g.bodies = newBodyCache(opts.BodyCacheEntries, st.BodiesAndHorizons)
@@ -145,6 +148,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		func() { g.revocations.run(ctx, g.opts.RevocationSweep) },
 		func() { g.web.run(ctx) },
 		func() { g.poller.run(ctx) },
+		func() { g.steer.run(ctx) },
 	} {
 		g.wg.Add(1)
 		go func() {

@@ -24,7 +24,7 @@ func loginTestGateway(log *zap.Logger) *Gateway {
 	g := &Gateway{opts: Options{HelloTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, OutQueue: 16, MaxFrame: wire.DefaultMaxFrame},
 		log: log, metrics: newMetrics(prometheus.NewRegistry()), verifier: loginTestVerifier(),
 		loginWarns: newLogLimiter(5)}
-	g.admit = newAdmission(DefaultOptions().LoginConcurrency, 0, rate.Inf, admissionMetricsOf(g.metrics))
+	g.admit = newAdmission(DefaultOptions().LoginConcurrency, rate.Inf, admissionMetricsOf(g.metrics))
 	return g
 }
 

@@ -53,6 +53,11 @@ type metrics struct {
 	loginsRefused  *prometheus.CounterVec
 	loginLimit     prometheus.Gauge
 
+	// Live-first steering (livesteer.go).
+	liveDelay  prometheus.Histogram
+	steerLevel prometheus.Gauge
+	pageSlots  prometheus.Gauge
+
 	// Latencies an operator of a cluster watches (docs/operations.md).
 	sendStored prometheus.Histogram
 	login      prometheus.Histogram
@@ -199,6 +204,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"budget"}),
 		loginLimit: f.NewGauge(prometheus.GaugeOpts{
 			Name: "inboxd_gateway_login_limit", Help: "The adaptive limit on logins in progress on this gateway (at most --login-concurrency).",
+		}),
+		liveDelay: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "inboxd_gateway_live_delay_seconds",
+			Help:    "Time from a live message's msg_id (minted by the gateway that took the send) to its live announcement reaching this gateway; the live-first steering holds it within --live-delay-target of its baseline.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}),
+		steerLevel: f.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_gateway_catchup_level",
+			Help: "The live-first steering's catch-up level, 0 to 1: 1 while live messages arrive on time, lower while they are late (docs/operations.md, \"Live first\").",
+		}),
+		pageSlots: f.NewGauge(prometheus.GaugeOpts{
+			Name: "inboxd_gateway_page_slots", Help: "Backfill page reads allowed at once on this gateway now (1 to 16, set by the catch-up level).",
 		}),
 		sendStored: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "inboxd_gateway_send_stored_seconds",

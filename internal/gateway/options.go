@@ -145,10 +145,9 @@ type Options struct {
 	PreauthConnsPerIP int
 
 	// Login admission (admission.go): LoginConcurrency is the ceiling of
-	// the adaptive limit on logins in progress on this gateway (default
-	// 512; the limit starts at 128, or this if lower, and never drops
-	// below 16, or this if lower). LoginLatencyTarget is the login latency
-	// the limit steers to (0: 4 × the fastest login seen, at least 50 ms).
+	// the limit on logins in progress on this gateway (default 512; the
+	// live-first steering lowers the limit, to 16 at least, or this if
+	// lower, while live messages are late).
 	// LoginRate is the logins per second this gateway admits, burst a
 	// tenth of a second of it (default 20000, twice the handshake rate
 	// issue 11 asks of a 2-core machine: it does not bind an honest wave
@@ -156,9 +155,14 @@ type Options struct {
 	// flood makes a bigger machine start; rate.Inf: no limit). A login
 	// over either budget is refused with a fatal UNAVAILABLE and
 	// retry_after_ms (docs/protocol.md, "Login admission").
-	LoginConcurrency   int
-	LoginLatencyTarget time.Duration
-	LoginRate          rate.Limit
+	LoginConcurrency int
+	LoginRate        rate.Limit
+
+	// LiveDelayTarget is how much later than their baseline live messages
+	// may reach this gateway before the live-first steering holds back
+	// catch-up page reads and logins (livesteer.go; default 20ms, the
+	// tick mean; negative: no steering, the full budget always).
+	LiveDelayTarget time.Duration
 
 	// RevocationSweep is how often the gateway reads the revocations
 	// recorded since its last read, for announcements it missed (default
@@ -213,6 +217,7 @@ func DefaultOptions() Options {
 		RevocationSweep:   30 * time.Second,
 		LoginConcurrency:  512,
 		LoginRate:         20000,
+		LiveDelayTarget:   20 * time.Millisecond,
 	}
 }
 
@@ -265,6 +270,9 @@ func (o *Options) setDefaults() {
 	orDefault(&o.PreauthConnsPerIP, d.PreauthConnsPerIP)
 	orDefault(&o.LoginConcurrency, d.LoginConcurrency)
 	orDefault(&o.LoginRate, d.LoginRate)
+	if o.LiveDelayTarget == 0 {
+		o.LiveDelayTarget = d.LiveDelayTarget
+	}
 }
 
 // orDefault sets *v to d when *v is zero or below (for a string: empty).

@@ -10,7 +10,9 @@ import (
 // its second page.
 const firstPageSize = 50
 
-// pageSlots is how many backfill page reads run at once per gateway.
+// pageSlots is how many backfill page reads run at once per gateway at
+// most; the live-first steering (livesteer.go) lowers it, to 1 at least,
+// while live messages are late.
 const pageSlots = 16
 
 // pageGate admits backfill page reads (a fetch or an archive read, the
@@ -21,18 +23,19 @@ const pageSlots = 16
 // 22 s, the whole drain taking 36 s.
 type pageGate struct {
 	mu    sync.Mutex
-	free  int
+	slots int             // reads allowed at once now
+	busy  int             // reads running
 	first []chan struct{} // waiting first pages, FIFO
 	rest  []chan struct{} // waiting later pages, FIFO
 }
 
-func newPageGate(slots int) *pageGate { return &pageGate{free: slots} }
+func newPageGate(slots int) *pageGate { return &pageGate{slots: slots} }
 
 // acquire waits for a slot; the returned func gives it back.
 func (g *pageGate) acquire(ctx context.Context, first bool) (func(), error) {
 	g.mu.Lock()
-	if g.free > 0 && (first || len(g.first) == 0) {
-		g.free--
+	if g.busy < g.slots && (first || len(g.first) == 0) {
+		g.busy++
 		g.mu.Unlock()
 		return g.release, nil
 	}
@@ -62,16 +65,34 @@ func (g *pageGate) acquire(ctx context.Context, first bool) (func(), error) {
 func (g *pageGate) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	switch {
-	case len(g.first) > 0:
-		close(g.first[0])
-		g.first = g.first[1:]
-	case len(g.rest) > 0:
-		close(g.rest[0])
-		g.rest = g.rest[1:]
-	default:
-		g.free++
+	g.busy--
+	g.grantLocked()
+}
+
+// grantLocked hands free slots to waiters, first pages first.
+func (g *pageGate) grantLocked() {
+	for g.busy < g.slots {
+		switch {
+		case len(g.first) > 0:
+			close(g.first[0])
+			g.first = g.first[1:]
+		case len(g.rest) > 0:
+			close(g.rest[0])
+			g.rest = g.rest[1:]
+		default:
+			return
+		}
+		g.busy++
 	}
+}
+
+// resize sets how many reads may run at once (at least 1). Lowered, the
+// reads running finish; no new one starts until fewer than n run.
+func (g *pageGate) resize(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.slots = max(n, 1)
+	g.grantLocked()
 }
 
 func removeWaiter(q *[]chan struct{}, ch chan struct{}) bool {

@@ -52,8 +52,53 @@ func TestPageGateServesFirstPagesFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	rel()
-	if g.free != 1 {
-		t.Fatalf("%d slots free after everything returned, want 1", g.free)
+	if g.busy != 0 {
+		t.Fatalf("%d slots busy after everything returned, want 0", g.busy)
+	}
+}
+
+// A lowered gate lets the reads running finish and starts no new one until
+// fewer than its slots run; raised, it starts the waiters at once.
+func TestPageGateResize(t *testing.T) {
+	g := newPageGate(3)
+	var held []func()
+	for range 3 {
+		rel, err := g.acquire(context.Background(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, rel)
+	}
+	g.resize(1)
+	started := make(chan func(), 2)
+	for range 2 {
+		go func() {
+			rel, err := g.acquire(context.Background(), false)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			started <- rel
+		}()
+	}
+	waitQueued(t, g, 0, 2)
+	held[0]()
+	held[1]()
+	// Two of three finished: one still runs, the gate's one slot is taken.
+	select {
+	case <-started:
+		t.Fatal("a read started with as many running as the lowered gate allows")
+	case <-time.After(50 * time.Millisecond):
+	}
+	held[2]()
+	rel := <-started
+	waitQueued(t, g, 0, 1)
+	g.resize(2)
+	rel2 := <-started
+	rel()
+	rel2()
+	if g.busy != 0 {
+		t.Fatalf("%d busy after all returned", g.busy)
 	}
 }
 

@@ -5,11 +5,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/wire"
 )
@@ -200,6 +202,11 @@ func (r *router) deliver(uid int64, m *nats.Msg) {
 		if !ok {
 			r.g.log.Warn("undecodable live entry", zap.String("subject", m.Subject))
 			return
+		}
+		if e.MsgID != 0 {
+			d := time.Since(ids.Time(e.MsgID))
+			r.g.steer.observe(sigLive, d)
+			r.g.metrics.liveDelay.Observe(max(d, 0).Seconds())
 		}
 		for _, s := range r.sessionsOf(uid) {
 			s.onLive(m.Data, e)

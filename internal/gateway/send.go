@@ -179,7 +179,9 @@ func (t *sendTracker) resolve(key sendKey, res *pb.SendResult) {
 	}
 	t.g.metrics.sendResults.WithLabelValues(res.GetStatus().String()).Inc()
 	if res.GetStatus() == pb.SendStatus_STORED {
-		t.g.metrics.sendStored.Observe(time.Since(w.since).Seconds())
+		d := time.Since(w.since)
+		t.g.metrics.sendStored.Observe(d.Seconds())
+		t.g.steer.observe(sigSend, d)
 	}
 	for _, c := range w.conns {
 		c.inflight.Add(-1)

@@ -170,7 +170,7 @@ func (n *Node) startGateway(run context.Context, cfg config.Config, keys gateway
 		DeviceSeenEvery: cfg.DeviceSeenEvery, Backfill: n.bulkNC,
 		SendEntryRate: rate.Limit(cfg.SendEntryRate), MaxDevicesPerUser: cfg.MaxDevicesPerUser, RequestRate: rate.Limit(cfg.RequestRate),
 		PreauthConns: cfg.PreauthConns, PreauthConnsPerIP: cfg.PreauthConnsPerIP,
-		LoginConcurrency: cfg.LoginConcurrency, LoginLatencyTarget: cfg.LoginLatencyTarget, LoginRate: loginRate(cfg.LoginRate),
+		LoginConcurrency: cfg.LoginConcurrency, LiveDelayTarget: liveDelayTarget(cfg.LiveDelayTarget), LoginRate: loginRate(cfg.LoginRate),
 		Web: webFiles(cfg), DevToken: devTokens(cfg), SendStore: n.Pools.Send,
 	}, n.log.Named("gateway"), n.NC, n.Pools.Catchup, keys.verifier, reg)
 	if err != nil {
@@ -186,6 +186,15 @@ func loginRate(perSecond float64) rate.Limit {
 		return rate.Inf
 	}
 	return rate.Limit(perSecond)
+}
+
+// liveDelayTarget is the gateway's LiveDelayTarget of --live-delay-target
+// (0: no steering).
+func liveDelayTarget(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // runLoop runs a role's loop until ctx ends; Close waits for it. An end
