@@ -35,17 +35,25 @@ import (
 // baseline by more than the target (LiveDelayTarget): the level halves.
 // Otherwise, or when no live message arrived and no send ended (nothing
 // to protect: a storm alone goes at full speed), it grows by levelStep.
-// The level, 0 to 1, sets the page gate between 1 slot and pageSlots and
-// the login limit between its floor and LoginConcurrency. Additive
-// increase, multiplicative decrease: a congested path is relieved within
-// a few ticks and the catch-up comes back gradually; the floors (1 page
-// read, 16 logins) keep the catch-up moving whatever the live path does.
+// The level, 0 to 1, sets the page gate between minPageSlots and
+// pageSlots and the login limit between its floor and LoginConcurrency.
+// Additive increase, multiplicative decrease: a congested path is
+// relieved within a few ticks and the catch-up comes back gradually; the
+// floors (4 page reads, 16 logins) keep the catch-up moving whatever the
+// live path does.
 const (
 	steerTick      = 100 * time.Millisecond
 	baselineWindow = 5 * time.Minute
 	baselineBucket = 5 * time.Second
 	levelStep      = 0.05 // 2 s from the floor to the full budget
 	levelDecrease  = 0.5
+	// minPageSlots is the page gate at level 0: the steering takes at
+	// most three quarters of the catch-up's page reads. Measured
+	// (docs/benchmarks.md, "Issue 11: live first"), 3,000 × 200 beside
+	// 200 live msgs/s: a floor of 1 cut the live p99 from 900-980 ms to
+	// 500-610 ms but doubled the drain (37-42 s to 79-85 s); a floor of 4
+	// gave 670 ms for a drain of 43-47 s.
+	minPageSlots = 4
 )
 
 // Signals of the steering.
@@ -163,7 +171,7 @@ func (s *signal) baseline() (time.Duration, bool) {
 
 // steerLevel maps a level to the page gate's slots and the login limit.
 func (g *Gateway) steerLevel(level float64) {
-	slots := 1 + int(math.Round(level*float64(pageSlots-1)))
+	slots := minPageSlots + int(math.Round(level*float64(pageSlots-minPageSlots)))
 	g.pageGate.resize(slots)
 	g.metrics.pageSlots.Set(float64(slots))
 	g.admit.scale(level)

@@ -95,7 +95,7 @@ func TestLiveSteerBaselineWindow(t *testing.T) {
 	}
 }
 
-// The level sets the page gate from 1 slot to pageSlots and the login
+// The level sets the page gate from minPageSlots to pageSlots and the login
 // limit from its floor to LoginConcurrency.
 func TestSteerLevelSetsPageSlotsAndLoginLimit(t *testing.T) {
 	g := loginTestGateway(nil)
@@ -103,7 +103,7 @@ func TestSteerLevelSetsPageSlotsAndLoginLimit(t *testing.T) {
 	for _, c := range []struct {
 		level        float64
 		slots, limit int
-	}{{0, 1, loginFloor}, {0.5, 9, 264}, {1, pageSlots, 512}} {
+	}{{0, minPageSlots, loginFloor}, {0.5, 10, 264}, {1, pageSlots, 512}} {
 		g.steerLevel(c.level)
 		g.pageGate.mu.Lock()
 		slots := g.pageGate.slots

@@ -215,7 +215,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "The live-first steering's catch-up level, 0 to 1: 1 while live messages arrive on time, lower while they are late (docs/operations.md, \"Live first\").",
 		}),
 		pageSlots: f.NewGauge(prometheus.GaugeOpts{
-			Name: "inboxd_gateway_page_slots", Help: "Backfill page reads allowed at once on this gateway now (1 to 16, set by the catch-up level).",
+			Name: "inboxd_gateway_page_slots", Help: "Backfill page reads allowed at once on this gateway now (4 to 16, set by the catch-up level).",
 		}),
 		sendStored: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "inboxd_gateway_send_stored_seconds",

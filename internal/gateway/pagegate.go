@@ -11,7 +11,7 @@ import (
 const firstPageSize = 50
 
 // pageSlots is how many backfill page reads run at once per gateway at
-// most; the live-first steering (livesteer.go) lowers it, to 1 at least,
+// most; the live-first steering (livesteer.go) lowers it, to 4 at least,
 // while live messages are late.
 const pageSlots = 16
 
