@@ -113,18 +113,39 @@ func (s *system) waitMetaLeader(ctx context.Context) error {
 }
 
 // checkClusterReplicas checks that the streams have the replica count the
-// run claims.
+// run claims, and waits (up to 30 s) for SEND to have a leader: an R3
+// stream just created may still be electing one, and a stream info
+// request meanwhile goes unanswered (a CI run once failed its R3 round on
+// a bare "context deadline exceeded" there).
 func (s *system) checkClusterReplicas(ctx context.Context) error {
 	if s.o.cluster == 0 {
 		return nil
 	}
-	st, err := s.js.Stream(ctx, "SEND")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := s.sendReplicas(ctx)
+		if err == nil || errors.Is(err, errWrongReplicas) || ctx.Err() != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster: SEND not served after 30s: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+var errWrongReplicas = errors.New("wrong replica count")
+
+func (s *system) sendReplicas(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := s.js.Stream(cctx, "SEND")
 	if err != nil {
 		return err
 	}
 	info := st.CachedInfo()
 	if info.Config.Replicas != s.o.replicas {
-		return fmt.Errorf("SEND has %d replicas, the run asked for %d", info.Config.Replicas, s.o.replicas)
+		return fmt.Errorf("%w: SEND has %d replicas, the run asked for %d", errWrongReplicas, info.Config.Replicas, s.o.replicas)
 	}
 	if info.Cluster == nil || info.Cluster.Leader == "" {
 		return errors.New("SEND has no cluster leader")

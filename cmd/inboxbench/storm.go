@@ -68,12 +68,12 @@ func runStorm(ctx context.Context, o *opts) (any, error) {
 	defer profileWave(o.profile, sys, 2*time.Second)()
 	agg, t0, err := st.run(o, sys)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("storm: the wave: %w", err)
 	}
 	logf(o.sys.verbose, "storm: baseline (JetStream ordered consumers)")
 	base, err := st.baseline(o, sys)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("storm: the baseline: %w", err)
 	}
 	fp, dr := mergeHists(agg.firstPage...), mergeHists(agg.drained...)
 	writeCDF(o, fmt.Sprintf("storm-%dx%d-first-page.tsv", users, backlog), fp)
@@ -108,7 +108,7 @@ func startStorm(ctx context.Context, o *opts, users, backlog int) (*system, *sto
 	}
 	sys, p, stop, err := startWith(ctx, o, orDefault(o.workers, workersFor(users)))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("start the system: %w", err)
 	}
 	st, err := prepareStorm(ctx, o, sys, p, users, backlog)
 	if err != nil {
@@ -155,13 +155,13 @@ func prepareStorm(ctx context.Context, o *opts, sys *system, p pool, users, back
 			Device: "storm", Concurrency: 128})
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("storm: register the devices: %w", err)
 	}
 	logf(o.sys.verbose, "storm: seeding %d messages to %d groups", ng*backlog, ng)
 	var sr sendResult
 	if err := p[0].call("send", sendArgs{target: sys.target(""), Senders: senders, Window: 64,
 		Text: "offline message", Prefix: "seed", Collect: true}, &sr); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("storm: seed the backlog: %w", err)
 	}
 	st.groups = make([][]int64, ng)
 	for g, c := range convs {
@@ -172,7 +172,7 @@ func prepareStorm(ctx context.Context, o *opts, sys *system, p pool, users, back
 	}
 	logf(o.sys.verbose, "storm: seeded at %.0f msgs/s; waiting for the archiver", rate(sr.Msgs, sr.StartNs, sr.EndNs))
 	if err := sys.waitArchived(ctx, 10*time.Minute); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("storm: wait for the archiver: %w", err)
 	}
 	return st, nil
 }

@@ -413,7 +413,10 @@ func (s *system) createConv(ctx context.Context, group bool, members ...int64) (
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	r, err := s.adm.CreateConv(cctx, admin.CreateConvRequest{Members: members, Group: group})
-	return r.ConvID, err
+	if err != nil {
+		return 0, fmt.Errorf("create a conversation of %d members: %w", len(members), err)
+	}
+	return r.ConvID, nil
 }
 
 // waitArchived waits until the archiver has copied every inbox entry (its

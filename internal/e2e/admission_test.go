@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,7 @@ func TestLoginOverBudgetGetsRetryHintAndClientWaits(t *testing.T) {
 	n := tinyLoginBudget(t)
 	p := startFrameProxy(t, n.Gateway.TCPAddr())
 	var refusals atomic.Int32
-	c := dialAdmitted(t, client.Options{URL: "tcp://" + p.addr(), Token: testenv.Token(t, 1, "d"),
+	c := dialAdmitted(t, client.Options{URL: "tcp://" + p.Addr(), Token: testenv.Token(t, 1, "d"),
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 		OnError: func(err error) {
 			var we *wire.Error
@@ -61,7 +62,7 @@ func TestLoginOverBudgetGetsRetryHintAndClientWaits(t *testing.T) {
 		}
 		drainLoginBucket(t, n)
 		w := p.welcomed()
-		p.cut()
+		p.Cut()
 		waitUntil(t, 20*time.Second, "a reconnect", holds(func() bool { return refusals.Load() > 0 || p.welcomed() > w }))
 	}
 
@@ -226,66 +227,36 @@ func holds(cond func() bool) func() (bool, string) {
 	return func() (bool, string) { return cond(), "" }
 }
 
-// frameProxy forwards TCP connections to a gateway and notes, per
-// connection, when it was accepted and when the gateway's first frame
-// passed, and whether that frame was a welcome or an error.
+// frameProxy forwards TCP connections to a gateway (testenv.Proxy) and
+// notes, per connection, when it was accepted and when the gateway's
+// first frame passed, and whether that frame was a welcome or an error.
 type frameProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []*proxiedConn
+	*testenv.Proxy
+	mu    sync.Mutex
+	conns []*proxiedConn
 }
 
 type proxiedConn struct {
 	accepted, answered time.Time
 	welcome            bool
 	refusal            *pb.Error
-	in, out            net.Conn
 }
 
 func startFrameProxy(t *testing.T, target string) *frameProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &frameProxy{ln: ln, target: target}
-	go p.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		p.cut()
-	})
+	p := &frameProxy{}
+	p.Proxy = testenv.StartProxyFunc(t, target, p.back)
 	return p
-}
-
-func (p *frameProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *frameProxy) accept() {
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		pc := &proxiedConn{accepted: time.Now(), in: in}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		pc.out = out
-		p.mu.Lock()
-		p.conns = append(p.conns, pc)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(out, in); out.Close() }()
-		go p.back(pc)
-	}
 }
 
 // back copies the gateway's bytes to the client, reading its first frame
 // on the way.
-func (p *frameProxy) back(pc *proxiedConn) {
-	defer pc.in.Close()
-	r := bufio.NewReader(pc.out)
+func (p *frameProxy) back(accepted time.Time, client, server net.Conn) {
+	pc := &proxiedConn{accepted: accepted}
+	p.mu.Lock()
+	p.conns = append(p.conns, pc)
+	p.mu.Unlock()
+	r := bufio.NewReader(server)
 	frame, err := wire.ReadTCPFrame(r, nil, 1<<24)
 	if err != nil {
 		return
@@ -301,20 +272,10 @@ func (p *frameProxy) back(pc *proxiedConn) {
 		pc.refusal = m
 	}
 	p.mu.Unlock()
-	if _, err := pc.in.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...)); err != nil {
+	if _, err := client.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...)); err != nil {
 		return
 	}
-	_, _ = io.Copy(pc.in, r)
-}
-
-// cut closes every connection through the proxy.
-func (p *frameProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, pc := range p.conns {
-		pc.in.Close()
-		pc.out.Close()
-	}
+	_, _ = io.Copy(client, r)
 }
 
 // welcomed is how many connections got a welcome.
@@ -351,5 +312,7 @@ func (p *frameProxy) snapshot() []proxiedConn {
 	for i, pc := range p.conns {
 		out[i] = *pc
 	}
+	// In the order they were accepted (back runs on a goroutine each).
+	slices.SortStableFunc(out, func(a, b proxiedConn) int { return a.accepted.Compare(b.accepted) })
 	return out
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"runtime"
 	"testing"
@@ -116,5 +117,59 @@ func TestIdleConnectionsParkWithoutAReader(t *testing.T) {
 	waitParked(t, parked, users)
 	if again.Welcome() == nil {
 		t.Fatal("the new login has no welcome")
+	}
+}
+
+// An idle TLS connection is never parked: its record layer may hold
+// decrypted bytes the socket no longer shows, which no readiness event
+// would announce, so it keeps its reader goroutine (poller_linux.go). Idle over wss and
+// TLS TCP, both keep a reader, the parked gauge stays 0, and both get a
+// live message. With TLS connections parked like plain ones the gauge
+// reads 2 and the test fails.
+func TestIdleTLSConnectionsKeepTheirReader(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t)
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.TLSCert, cfg.TLSKey = certFile, keyFile
+	n := testnode.StartNode(t, cfg, allRoles)
+	conv := createConv(t, n, true, 1, 2, 3)
+	ctx := ctxT(t, 30*time.Second)
+	readers0 := readersRunning()
+	var got []chan client.Message
+	for i, url := range []string{n.Gateway.WSURL(), "tls://" + n.Gateway.TCPAddr()} {
+		ch := make(chan client.Message, 4)
+		got = append(got, ch)
+		c, err := client.Dial(ctx, client.Options{URL: url, Token: testenv.Token(t, int64(2+i), "desk"), TLSConfig: &tls.Config{RootCAs: pool},
+			Handler: func(m client.Message) error { ch <- m; return nil }})
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	// Idle for a second: a plain connection parks at once.
+	time.Sleep(time.Second)
+	if p := metric(t, n, "inboxd_gateway_parked_connections"); p != 0 {
+		t.Fatalf("%v idle TLS connections parked, want 0", p)
+	}
+	if r := readersRunning() - readers0; r < 2 {
+		t.Fatalf("%d reader goroutines for 2 idle TLS connections, want one each", r)
+	}
+	sender, err := client.Dial(ctx, client.Options{URL: n.Gateway.WSURL(), Token: testenv.Token(t, 1, "laptop"), TLSConfig: &tls.Config{RootCAs: pool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sender.Close() })
+	r, err := sender.Send(ctx, conv, "tls-idle", "to idle TLS devices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range got {
+		select {
+		case m := <-ch:
+			if m.MsgID != r.MsgID {
+				t.Fatalf("TLS device %d got message %d, want %d", i, m.MsgID, r.MsgID)
+			}
+		case <-ctx.Done():
+			t.Fatalf("idle TLS device %d did not get the message", i)
+		}
 	}
 }

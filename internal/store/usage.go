@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/inboxd/inboxd/internal/ids"
 )
@@ -71,7 +72,25 @@ var oldestByMsgID = map[string]string{
 
 // TablesUsage returns, for each table of the schema, its entries, bytes
 // and oldest entry.
+//
+// Its reads take a share lock on each partition in the catalogue's order,
+// while the syncer's range DDL (a partition created, attached or
+// detached) locks the parent first: the two can deadlock, and Postgres
+// then aborts one of them. The report is read again (at most 3 times in
+// all); the DDL, if it was the one aborted, runs again at the syncer's
+// next round.
 func (s *Store) TablesUsage(ctx context.Context) ([]TableUsage, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := s.tablesUsage(ctx)
+		var pe *pgconn.PgError
+		if attempt < 3 && errors.As(err, &pe) && pe.Code == "40P01" { // deadlock_detected
+			continue
+		}
+		return out, err
+	}
+}
+
+func (s *Store) tablesUsage(ctx context.Context) ([]TableUsage, error) {
 	rows, err := s.Pool.Query(ctx, sqlTableStats)
 	if err != nil {
 		return nil, fmt.Errorf("store: table usage: %w", err)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy for fault tests: it forwards connections to a target
@@ -15,6 +16,7 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 	black  atomic.Bool
+	back   func(accepted time.Time, client, server net.Conn) // nil: a copy
 	mu     sync.Mutex
 	conns  []net.Conn
 }
@@ -22,11 +24,21 @@ type Proxy struct {
 // StartProxy forwards a free local port to target until the test ends.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
+	return StartProxyFunc(t, target, nil)
+}
+
+// StartProxyFunc is StartProxy with back in place of the copy of what the
+// target sends to the client (a test that reads the frames on the way):
+// it is called for each connection with the time it was accepted, reads
+// server and writes client; the proxy closes the client's side when it
+// returns. Blackhole does not apply to what back copies.
+func StartProxyFunc(t testing.TB, target string, back func(accepted time.Time, client, server net.Conn)) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target}
+	p := &Proxy{ln: ln, target: target, back: back}
 	go p.accept()
 	t.Cleanup(p.Close)
 	return p
@@ -69,6 +81,7 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
+		at := time.Now()
 		out, err := net.Dial("tcp", p.target)
 		if err != nil {
 			in.Close()
@@ -77,7 +90,14 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		p.conns = append(p.conns, in, out)
 		p.mu.Unlock()
-		go p.pipe(in, out)
+		if p.back != nil {
+			go func() {
+				defer in.Close()
+				p.back(at, in, out)
+			}()
+		} else {
+			go p.pipe(in, out)
+		}
 		go p.pipe(out, in)
 	}
 }
