@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inboxd/inboxd/client"
-	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
 )
 
@@ -21,13 +19,7 @@ import (
 func TestLateLiveMessagesHoldBackCatchUp(t *testing.T) {
 	n := testnode.AllInOne(t)
 	conv := createConv(t, n, false, 1, 2)
-	got := make(chan client.Message, 64)
-	receiver, err := client.Dial(ctxT(t, 10*time.Second), client.Options{URL: n.Gateway.WSURL(), Token: testenv.Token(t, 2, "phone"),
-		Handler: func(m client.Message) error { got <- m; return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { receiver.Close() })
+	got := liveReceiver(t, n, 2, "phone")
 	sender := dial(t, n, "tcp", 1, "laptop")
 
 	// The baseline: live messages on time.

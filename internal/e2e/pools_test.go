@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/inboxd/inboxd/client"
+	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
 )
@@ -20,13 +21,7 @@ import (
 func TestLiveSendWhileCatchupPoolIsHeld(t *testing.T) {
 	n := testnode.AllInOne(t)
 	conv := createConv(t, n, false, 1, 2)
-	got := make(chan client.Message, 16)
-	receiver, err := client.Dial(ctxT(t, 10*time.Second), client.Options{URL: n.Gateway.WSURL(), Token: testenv.Token(t, 2, "phone"),
-		Handler: func(m client.Message) error { got <- m; return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { receiver.Close() })
+	got := liveReceiver(t, n, 2, "phone")
 	sender := dial(t, n, "tcp", 1, "laptop")
 	// Both logged in and caught up: a first message goes round.
 	first, err := sender.Send(ctxT(t, 20*time.Second), conv, "before", "before the hold")
@@ -62,6 +57,20 @@ func holdPool(t *testing.T, p *pgxpool.Pool) int {
 		t.Cleanup(c.Release)
 	}
 	return max
+}
+
+// liveReceiver logs uid's device in over WebSocket with a handler that
+// puts every message handed over into the channel it returns.
+func liveReceiver(t *testing.T, n *node.Node, uid int64, device string) <-chan client.Message {
+	t.Helper()
+	got := make(chan client.Message, 64)
+	c, err := client.Dial(ctxT(t, 10*time.Second), client.Options{URL: n.Gateway.WSURL(), Token: testenv.Token(t, uid, device),
+		Handler: func(m client.Message) error { got <- m; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return got
 }
 
 // waitMessage waits up to 10 s for msg_id id among got.
