@@ -348,7 +348,7 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 		fs.Float64Var(&c.RequestRate, "request-rate", c.RequestRate, "summary_request, read, read_count, ack_range and refresh frames per second per user, burst twice that")
 		fs.IntVar(&c.PreauthConns, "preauth-conns", c.PreauthConns, "connections that have not finished hello, per gateway; more are closed at once")
 		fs.IntVar(&c.PreauthConnsPerIP, "preauth-conns-per-ip", c.PreauthConnsPerIP, "connections that have not finished hello, per remote IP (IPv6: per /64); more are closed at once")
-		fs.IntVar(&c.LoginConcurrency, "login-concurrency", c.LoginConcurrency, "logins in progress per gateway at most (the live-first steering lowers it to 16 while live messages are late); a login without a slot waits up to 1s, then is refused UNAVAILABLE with retry_after_ms")
+		fs.IntVar(&c.LoginConcurrency, "login-concurrency", c.LoginConcurrency, "logins in progress per gateway at most (the live-first steering lowers it to 16 while live messages are late); a login without a slot waits up to 5s, then is refused UNAVAILABLE with retry_after_ms")
 		fs.DurationVar(&c.LiveDelayTarget, "live-delay-target", c.LiveDelayTarget, "how much later than their baseline live messages may arrive before the gateway holds back catch-up page reads and logins (0: never)")
 		fs.Float64Var(&c.LoginRate, "login-rate", c.LoginRate, "logins per second per gateway, burst a tenth of a second of it; beyond, refused UNAVAILABLE with retry_after_ms (0: no rate limit)")
 		fs.StringVar(&c.TokenKeysFile, "token-keys", c.TokenKeysFile, "JSON key set of client token keys, each with a kid, for rotation (docs/protocol.md) (env INBOXD_TOKEN_KEYS)")

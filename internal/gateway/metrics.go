@@ -200,7 +200,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		loginsRefused: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_gateway_logins_refused_total",
-			Help: "Logins refused UNAVAILABLE with retry_after_ms, by budget: concurrency (no slot within 1 s) or rate (--login-rate).",
+			Help: "Logins refused UNAVAILABLE with retry_after_ms, by budget: concurrency (no slot within 5 s) or rate (--login-rate).",
 		}, []string{"budget"}),
 		loginLimit: f.NewGauge(prometheus.GaugeOpts{
 			Name: "inboxd_gateway_login_limit", Help: "The adaptive limit on logins in progress on this gateway (at most --login-concurrency).",
