@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -72,30 +73,46 @@ func metric(t testing.TB, n *node.Node, name string) float64 {
 // labels) and whether /metrics exports it at all.
 func metricValue(t testing.TB, n *node.Node, name string) (float64, bool) {
 	t.Helper()
-	resp, err := http.Get("http://" + n.Ops.Addr() + "/metrics")
+	v, found, err := readMetrics(n, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var sum float64
-	found := false
-	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		if rest[0] == '{' { // one labelled series: the sum is the total
-			_, rest, _ = strings.Cut(rest, "} ")
-		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-		if err != nil {
-			t.Fatalf("metric %s: %q: %v", name, line, err)
-		}
-		sum += f
-		found = true
+	return v[0], found[0]
+}
+
+// readMetrics reads counters or gauges of the node with one scrape of its
+// /metrics endpoint, each summed over its labels, and whether each is
+// exported at all. It never fails the test, so that a goroutine may call
+// it.
+func readMetrics(n *node.Node, names ...string) ([]float64, []bool, error) {
+	resp, err := http.Get("http://" + n.Ops.Addr() + "/metrics")
+	if err != nil {
+		return nil, nil, err
 	}
-	return sum, found
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, err
+	}
+	sums, found := make([]float64, len(names)), make([]bool, len(names))
+	for _, line := range strings.Split(string(b), "\n") {
+		for i, name := range names {
+			rest, ok := strings.CutPrefix(line, name)
+			if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+				continue
+			}
+			if rest[0] == '{' { // one labelled series: the sum is the total
+				_, rest, _ = strings.Cut(rest, "} ")
+			}
+			f, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("metric %s: %q: %w", name, line, err)
+			}
+			sums[i] += f
+			found[i] = true
+		}
+	}
+	return sums, found, nil
 }
 
 // waitArchived waits until the archiver copied at least n inbox entries.
