@@ -69,7 +69,8 @@ type liveSteer struct {
 	apply  func(level float64)
 	sig    [signals]signal
 	level  float64
-	ticks  int // ticks in the current baseline bucket
+	bucket int // the baseline bucket of the current ticks (every signal's)
+	ticks  int // ticks in it
 }
 
 // signal is one measure: this tick's samples and its baseline.
@@ -79,7 +80,6 @@ type signal struct {
 
 	buckets [int(baselineWindow / baselineBucket)]time.Duration // least tick mean per bucket
 	filled  [int(baselineWindow / baselineBucket)]bool          // and whether it has one
-	bucket  int                                                 // the bucket of the current ticks
 }
 
 func newLiveSteer(target time.Duration, apply func(level float64)) *liveSteer {
@@ -116,12 +116,13 @@ func (l *liveSteer) run(ctx context.Context) {
 func (l *liveSteer) tick() {
 	late := false
 	for i := range l.sig {
-		late = l.sig[i].tick(l.target) || late
+		late = l.sig[i].tick(l.bucket, l.target) || late
 	}
 	if l.ticks++; l.ticks >= int(baselineBucket/steerTick) {
 		l.ticks = 0
+		l.bucket = (l.bucket + 1) % len(l.sig[0].buckets)
 		for i := range l.sig {
-			l.sig[i].nextBucket()
+			l.sig[i].filled[l.bucket] = false
 		}
 	}
 	switch {
@@ -137,9 +138,10 @@ func (l *liveSteer) tick() {
 	}
 }
 
-// tick takes the signal's samples of the tick and reports whether their
-// mean is over the baseline by more than target.
-func (s *signal) tick(target time.Duration) bool {
+// tick takes the signal's samples of the tick, keeps their mean in bucket
+// if it is the least there, and reports whether it is over the baseline
+// by more than target.
+func (s *signal) tick(bucket int, target time.Duration) bool {
 	n := s.n.Swap(0)
 	sum := s.sum.Swap(0)
 	if n == 0 {
@@ -147,15 +149,10 @@ func (s *signal) tick(target time.Duration) bool {
 	}
 	mean := time.Duration(sum / n)
 	base, ok := s.baseline()
-	if !s.filled[s.bucket] || mean < s.buckets[s.bucket] {
-		s.buckets[s.bucket], s.filled[s.bucket] = mean, true
+	if !s.filled[bucket] || mean < s.buckets[bucket] {
+		s.buckets[bucket], s.filled[bucket] = mean, true
 	}
 	return ok && mean > base+target
-}
-
-func (s *signal) nextBucket() {
-	s.bucket = (s.bucket + 1) % len(s.buckets)
-	s.filled[s.bucket] = false
 }
 
 // baseline is the least tick mean of the window (false: none yet).
