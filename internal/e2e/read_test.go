@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxd/inboxd/client"
 	"github.com/inboxd/inboxd/internal/config"
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/testenv"
@@ -57,6 +58,54 @@ func TestDisconnectMidBackfillContinuesAtConfirmedCursor(t *testing.T) {
 	checkOrderedOnce(t, append(first, d2.quiet(300*time.Millisecond)...), ids)
 	if rest[0].MsgID != ids[700] {
 		t.Fatalf("second login starts at %d, want %d (message 701)", rest[0].MsgID, ids[700])
+	}
+}
+
+// A device that logs in again the moment its connection closed is welcomed
+// at the cursor it confirmed last, not one confirmation behind. Two races
+// stood in the way, one per subtest:
+//   - tail: the gateway had not read the closed connection's last ack when
+//     the new login replaced it. A replaced connection now reads what its
+//     client sent already before it closes (Conn.linger).
+//   - archive: the pages came from the archive, so the confirmations move
+//     the consumer only when the closing session saves its final cursor,
+//     after it left the router; the new login now waits for that save
+//     (router.leave) as it waits for a session it replaces.
+//
+// Forty close-and-redial rounds each, confirming 25 more messages a round;
+// any stale cursor fails.
+func TestReloginRightAfterCloseStartsAtFinalCursor(t *testing.T) {
+	const rounds, step = 40, 25
+	for _, source := range []string{"tail", "archive"} {
+		t.Run(source, func(t *testing.T) {
+			cfg := testnode.Config(t, testenv.Database(t))
+			if source == "archive" {
+				cfg.TailScan = 100 // a cursor further back reads the archive
+			}
+			n := testnode.StartNode(t, cfg, config.RoleEmbeddedNATS|config.RoleGateway|config.RoleFanout|config.RoleSyncer)
+			conv := createConv(t, n, false, 1, 2)
+			ids := sendN(t, n, 1, conv, rounds*step+200, "relogin")
+			if source == "archive" {
+				waitArchived(t, n, 2*len(ids))
+			}
+			var all []client.Message
+			for i := range rounds {
+				d := connectDevice(t, n, 2, "phone", deviceOpts{stopAfter: step})
+				if i > 0 {
+					if got, want := d.c.Welcome().Cursor, all[len(all)-1].Seq; got != want {
+						t.Fatalf("round %d: welcomed at cursor %d, want %d (the last seq confirmed before the close)", i, got, want)
+					}
+				}
+				all = append(all, d.waitFor(step, 30*time.Second)...)
+				// The handler's stop takes effect before the close confirms the step.
+				time.Sleep(50 * time.Millisecond)
+				d.close()
+			}
+			checkOrderedOnce(t, all, ids[:len(all)])
+			if source == "archive" && metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`) < rounds {
+				t.Fatalf("fewer than %d archive pages: the subtest did not read the archive", rounds)
+			}
+		})
 	}
 }
 

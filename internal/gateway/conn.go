@@ -28,6 +28,9 @@ type outItem struct {
 	liveSeq uint64
 	raw     []byte
 	close   bool // close the connection once this is written
+	// linger (with close): before closing, read for replacedLinger what
+	// the client sent already (Conn.linger).
+	linger bool
 }
 
 // Conn is one client connection: a reader (this goroutine) that handles
@@ -56,6 +59,10 @@ type Conn struct {
 	inflight atomic.Int32 // sends awaiting a result
 	closing  bool         // a fatal frame is queued (reader goroutine only)
 	pings    int          // pings received (reader goroutine only)
+
+	// lingering: the connection was replaced and its last frame written;
+	// the reader takes only confirmations until it closes (Conn.linger).
+	lingering atomic.Bool
 
 	// The current token (mu): the connection ends at tokenExp (expiry,
 	// tokenlife.go) unless a refresh moves it; a revocation closes it when
@@ -161,10 +168,39 @@ func (c *Conn) enqueueBackfill(pg *page) bool {
 }
 
 // replaced ends the connection because its device logged in elsewhere.
+// Its last confirmations are still taken (linger): a client that closed
+// and dialled again at once has its final ack in this socket, maybe not
+// read yet, and the new login reads the cursor only after this session
+// ended.
 func (c *Conn) replaced() {
 	c.g.metrics.replaced.Inc()
 	c.enqueue(outItem{msg: &pb.Error{Code: pb.ErrorCode_SESSION_REPLACED,
-		Message: "this device logged in on another connection", Fatal: true}, close: true})
+		Message: "this device logged in on another connection", Fatal: true}, close: true, linger: true})
+}
+
+// replacedLinger is how long a replaced connection is read for the
+// confirmations its client sent before it knew: what is in the socket
+// already is read at once, and a loopback or LAN round trip fits. It is
+// also the most a login of the device waits for a half-open connection it
+// replaces (its peer is gone and says nothing).
+const replacedLinger = 100 * time.Millisecond
+
+// linger is the writer's end of a replaced connection, once its last frame
+// is written: the reader (woken if parked) takes the confirmations the
+// client sent already, until the client closes or replacedLinger passes;
+// then the connection closes, and with it the session, which saves the
+// cursor those confirmations moved.
+func (c *Conn) linger() {
+	c.lingering.Store(true)
+	_ = c.nc.SetReadDeadline(time.Now().Add(replacedLinger))
+	c.wake()
+	t := time.NewTimer(replacedLinger + 20*time.Millisecond) // a reader that set a later deadline meanwhile, or is busy
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+	}
+	c.close()
 }
 
 // fail sends a protocol error; fatal errors close the connection after it.
@@ -252,10 +288,13 @@ func (c *Conn) readLoop(mayPark bool) {
 	for ; ; mayPark = true {
 		now := time.Now()
 		c.lastRead.Store(now.UnixNano())
-		if mayPark && c.fd >= 0 && !c.closing && c.tr.release() && c.g.poller.park(c) {
+		lingering := c.lingering.Load()
+		if mayPark && c.fd >= 0 && !c.closing && !lingering && c.tr.release() && c.g.poller.park(c) {
 			return
 		}
-		_ = c.nc.SetReadDeadline(now.Add(3 * hb))
+		if !lingering { // linger set the deadline
+			_ = c.nc.SetReadDeadline(now.Add(3 * hb))
+		}
 		frame, text, err := c.tr.readFrame()
 		if err != nil {
 			c.readFailed(err, true)
@@ -268,6 +307,16 @@ func (c *Conn) readLoop(mayPark bool) {
 			// A frame that parsed at the transport level but not inside is
 			// answered and skipped: the stream itself is still in sync.
 			c.fail(err, false)
+			continue
+		}
+		if c.lingering.Load() {
+			// Replaced: only confirmations still count. Anything else
+			// (a send, a pull) is answered on the client's next
+			// connection, which it makes anyway; its writer is done here.
+			switch m.(type) {
+			case *pb.Ack, *pb.AckRange:
+				c.handle(t, m)
+			}
 			continue
 		}
 		c.waitRoom()
@@ -305,6 +354,8 @@ func (c *Conn) outLen() int {
 func (c *Conn) readFailed(err error, loggedIn bool) {
 	var we *wire.Error
 	switch {
+	case c.lingering.Load():
+		// The end of a replaced connection's linger: expected.
 	case errors.As(err, &we):
 		// Framing is broken (huge length, unmasked WebSocket frame): the
 		// stream cannot be resynchronised.

@@ -32,6 +32,10 @@ type router struct {
 	users  map[int64]*userEntry
 	shards []chan *nats.Msg
 	done   chan struct{} // closed by the gateway's Shutdown
+	// ending holds, by consumer name, a session that left users and is
+	// saving its final cursor (session.close): a new login of the device
+	// waits for it before it reads the cursor.
+	ending map[string]*session
 }
 
 const (
@@ -40,7 +44,7 @@ const (
 )
 
 func newRouter(g *Gateway) *router {
-	r := &router{g: g, users: make(map[int64]*userEntry), done: make(chan struct{})}
+	r := &router{g: g, users: make(map[int64]*userEntry), ending: make(map[string]*session), done: make(chan struct{})}
 	for range routeShards {
 		ch := make(chan *nats.Msg, routeQueue)
 		r.shards = append(r.shards, ch)
@@ -84,9 +88,12 @@ var errTooManyConns = errors.New("too many connections for this user")
 var errOlderLogin = errors.New("the device has a newer login")
 
 // register adds s; sessions of the same device here are replaced (closed),
-// and other gateways are told to close theirs.
-func (r *router) register(s *session) (replaced []*session, err error) {
+// and other gateways are told to close theirs. ending is the device's
+// session here that closed on its own and is still saving its final
+// cursor (nil if none): s must wait for it, like for the replaced ones.
+func (r *router) register(s *session) (replaced []*session, ending *session, err error) {
 	r.mu.Lock()
+	ending = r.ending[s.consumer]
 	u := r.users[s.uid]
 	if u == nil {
 		u = &userEntry{}
@@ -104,7 +111,7 @@ func (r *router) register(s *session) (replaced []*session, err error) {
 		}
 		if err != nil {
 			r.mu.Unlock()
-			return nil, err
+			return nil, nil, err
 		}
 		r.users[s.uid] = u
 	}
@@ -116,12 +123,12 @@ func (r *router) register(s *session) (replaced []*session, err error) {
 	}
 	if others >= r.g.opts.MaxConnsPerUser {
 		r.mu.Unlock()
-		return nil, errTooManyConns
+		return nil, nil, errTooManyConns
 	}
 	for _, o := range u.sessions {
 		if o.device == s.device && !newerLogin(o, s.c.born, s.id) {
 			r.mu.Unlock()
-			return nil, errOlderLogin
+			return nil, nil, errOlderLogin
 		}
 	}
 	kept := u.sessions[:0]
@@ -136,7 +143,7 @@ func (r *router) register(s *session) (replaced []*session, err error) {
 	r.mu.Unlock()
 	// Other gateways holding this device close their session on this.
 	r.kick(s)
-	return replaced, nil
+	return replaced, ending, nil
 }
 
 // kick announces s's login: "<consumer> <session id> <connection born ns>".
@@ -163,6 +170,30 @@ func newerLogin(s *session, born int64, id string) bool {
 func (r *router) unregister(s *session) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.removeLocked(s)
+}
+
+// leave moves s, which is closing, from its user's sessions to the
+// ending table until left: it gets no more live entries or kicks, and a
+// new login of its device waits until its final cursor is saved.
+func (r *router) leave(s *session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removeLocked(s)
+	r.ending[s.consumer] = s
+}
+
+// left removes s from the ending table (a newer closing session of the
+// same device may have taken its place: it stays).
+func (r *router) left(s *session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ending[s.consumer] == s {
+		delete(r.ending, s.consumer)
+	}
+}
+
+func (r *router) removeLocked(s *session) {
 	u := r.users[s.uid]
 	if u == nil {
 		return

@@ -103,16 +103,25 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 	// read, or an entry published in between would be neither live nor
 	// (if the tail was read just before it) backfilled... it would be
 	// backfilled later; registering first keeps the common path exact.
-	replaced, err := g.router.register(s)
+	replaced, ending, err := g.router.register(s)
 	if err != nil {
 		c.setSession(nil)
 		return nil, 0, err
 	}
 	for _, o := range replaced {
 		o.c.replaced()
+	}
+	if ending != nil {
+		replaced = append(replaced, ending)
+	}
+	// Their final cursors are saved before we read ours: a login right
+	// after a disconnect would otherwise resend what the device confirmed
+	// last (duplicates the client drops, but still wire and work).
+	wait := time.After(2 * time.Second)
+	for _, o := range replaced {
 		select {
-		case <-o.done: // its final cursor is saved before we read it
-		case <-time.After(2 * time.Second):
+		case <-o.done:
+		case <-wait:
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -205,7 +214,8 @@ func (s *session) close() {
 	s.cancel()
 	go func() {
 		defer close(s.done)
-		s.g.router.unregister(s)
+		s.g.router.leave(s)
+		defer s.g.router.left(s)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		s.syncConsumer(ctx, true)

@@ -47,6 +47,9 @@ func (c *Conn) writeLoop() {
 			continue
 		}
 		if err := w.flush(); err != nil || w.closing {
+			if err == nil && w.linger {
+				c.linger()
+			}
 			c.close()
 			return
 		}
@@ -64,6 +67,7 @@ type writer struct {
 	seqs    []uint64
 	items   []outItem
 	closing bool
+	linger  bool // with closing: Conn.linger before the close
 }
 
 var writerPool = sync.Pool{New: func() any { return new(writer) }}
@@ -80,7 +84,7 @@ func putWriter(w *writer) {
 	}
 	clear(w.raws)
 	w.buf, w.raws, w.seqs, w.items = w.buf[:0], w.raws[:0], w.seqs[:0], w.items[:0]
-	w.c, w.closing = nil, false
+	w.c, w.closing, w.linger = nil, false, false
 	writerPool.Put(w)
 }
 
@@ -95,6 +99,9 @@ func (w *writer) add(it outItem) {
 	w.buf, w.scratch, err = w.c.encode(w.buf, w.scratch, it)
 	if err != nil {
 		w.c.logger().Error("encode frame", zap.Error(err))
+	}
+	if it.close && !w.closing {
+		w.linger = it.linger
 	}
 	w.closing = w.closing || it.close
 }
