@@ -67,10 +67,16 @@ func (r *rig) publish(from, to int) {
 // start runs an archiver (with its trimmer, rounds of 200 ms) and returns
 // its stop.
 func (r *rig) start() (stop func()) {
+	return r.startWith(archive.Options{})
+}
+
+// startWith is start with options (the rig's layout, hot window and
+// trimmer round are set on them).
+func (r *rig) startWith(o archive.Options) (stop func()) {
 	ctx, cancel := context.WithCancel(r.ctx)
 	r.reg = prometheus.NewRegistry()
-	a := archive.New(archive.Options{Layout: r.l, HotWindow: hotWindow, TrimEvery: 200 * time.Millisecond},
-		testenv.Logger(r.t), r.js, r.st, r.reg)
+	o.Layout, o.HotWindow, o.TrimEvery = r.l, hotWindow, 200*time.Millisecond
+	a := archive.New(o, testenv.Logger(r.t), r.js, r.st, r.reg)
 	done := make(chan struct{})
 	go func() { _ = a.Run(ctx); close(done) }()
 	stopped := false
@@ -294,4 +300,24 @@ func TestTrimmerFollowsAHotWindowChange(t *testing.T) {
 		first, msgs := r.state()
 		return first == 11 && msgs == 0, fmt.Sprintf("first seq %d, %d entries", first, msgs)
 	})
+}
+
+// TestArchiverLingersToBatchEntries: entries that trickle in, one every
+// 10 ms as live traffic brings them, are archived in a few transactions,
+// not one each (every archive commit is a WAL flush that live messages'
+// commits queue behind): a batch waits Linger after its first entry.
+func TestArchiverLingersToBatchEntries(t *testing.T) {
+	r := newRig(t)
+	r.startWith(archive.Options{Linger: time.Second})
+	for i := 1; i <= 20; i++ {
+		r.publish(i, i)
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.waitArchivedThrough(20)
+	if n := r.metric("inboxd_archive_batches_total"); n > 3 {
+		t.Fatalf("20 entries over about 0.3 s archived in %v transactions, want at most 3 with a 1 s linger", n)
+	}
+	if got := r.archived(); got != 20 {
+		t.Fatalf("%d entries archived, want 20", got)
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -101,12 +100,8 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	var again []*store.Message // stored rows not marked fanned out: publish again
 	var publish []delivery     // what to publish, to whom
 	var rejects []store.Reject
-	err := pgx.BeginFunc(ctx, pt.f.st.Pool, func(tx pgx.Tx) error {
-		fresh, again, publish, rejects = fresh[:0], again[:0], publish[:0], rejects[:0]
-		convs, lk, err := store.BeginBatch(ctx, tx, convIDs, keys)
-		if err != nil {
-			return err
-		}
+	err := store.RunSendTx(ctx, pt.f.st.Pool, convIDs, keys, func(tx *store.SendTx) error {
+		convs, lk := tx.Convs, tx.Lookup
 		// Member lists: reload those whose member_ver moved. Under the row
 		// lock they are the members at the conv_seqs this batch assigns.
 		pt.members.makeRoom(len(convs))
@@ -118,7 +113,7 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 		if len(stale) > 0 {
 			stale = sortedUnique(stale)
-			lists, err := store.ActiveMembers(ctx, tx, stale)
+			lists, err := tx.ActiveMembers(ctx, stale)
 			if err != nil {
 				return err
 			}
@@ -175,11 +170,13 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 			fresh = append(fresh, m)
 			publish = append(publish, delivery{m, pt.members.members(m.ConvID)})
 		}
-		return store.CommitBatch(ctx, tx, fresh, lastSeq, rejects)
+		return tx.Commit(ctx, fresh, lastSeq, rejects)
 	})
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	step := time.Now()
+	pt.f.metrics.stage[stageCommit].Observe(step.Sub(start).Seconds())
 	if pt.f.afterCommit != nil {
 		if err := pt.f.afterCommit(); err != nil {
 			return err
@@ -201,6 +198,7 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	if err != nil {
 		return fmt.Errorf("publish inbox entries: %w", err)
 	}
+	step = pt.f.metrics.since(stagePublish, step)
 	pt.f.metrics.entries.Add(float64(n))
 	done := make([]int64, len(publish))
 	for i, d := range publish {
@@ -209,6 +207,7 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	if err := pt.markFannedOut(ctx, done, msgs); err != nil {
 		return err
 	}
+	pt.f.metrics.since(stageMark, step)
 
 	// SEND is a work queue: every message is acknowledged (and removed).
 	// A lost ack means a redelivery, which finds the stored rows and answers

@@ -1,6 +1,8 @@
 package fanout
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -11,6 +13,7 @@ type metrics struct {
 	batchErrors  prometheus.Counter
 	markRetries  prometheus.Counter
 	batchSeconds prometheus.Histogram
+	stage        [numStages]prometheus.Observer // a batch's steps, in series
 	malformed    prometheus.Counter
 
 	// Delivery lag per SEND partition (lag.go).
@@ -19,8 +22,33 @@ type metrics struct {
 	oldest  prometheus.Gauge
 }
 
+// A batch's steps (inboxd_fanout_stage_seconds{stage}), in the order they
+// run: together they are inboxd_fanout_batch_seconds but for decoding and
+// the answers.
+const (
+	stageCommit  = iota // the Postgres transaction: rows locked, decided, committed
+	stagePublish        // the inbox entries published, acknowledged and announced live
+	stageMark           // fanned_out marked in Postgres (STORED waits for it; live does not)
+	numStages
+)
+
+var stageNames = [numStages]string{"commit", "publish", "mark"}
+
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
+	stages := f.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "inboxd_fanout_stage_seconds",
+		Help:    "Time of one step of a batch: commit (the Postgres transaction), publish (inbox entries acknowledged and announced live), mark (fanned_out in Postgres, before STORED).",
+		Buckets: prometheus.ExponentialBuckets(0.000125, 2, 16),
+	}, []string{"stage"})
+	m := newMetricsWith(f)
+	for i, name := range stageNames {
+		m.stage[i] = stages.WithLabelValues(name)
+	}
+	return m
+}
+
+func newMetricsWith(f promauto.Factory) *metrics {
 	return &metrics{
 		sends: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_fanout_sends_total",
@@ -60,4 +88,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Age of the oldest send not STORED yet, of any SEND partition (0 when SEND is empty; every 5 s).",
 		}),
 	}
+}
+
+// since observes the time from start to now for stage and returns now.
+func (m *metrics) since(stage int, start time.Time) time.Time {
+	now := time.Now()
+	m.stage[stage].Observe(now.Sub(start).Seconds())
+	return now
 }

@@ -207,7 +207,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		liveDelay: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "inboxd_gateway_live_delay_seconds",
-			Help:    "Time from a live message's msg_id (minted by the gateway that took the send) to its live announcement reaching this gateway; the live-first steering holds it within --live-delay-target of its baseline.",
+			Help:    "Time from a live message's msg_id (minted by the fanout inside the transaction that stores the message) to its live announcement reaching this gateway; the live-first steering holds it within --live-delay-target of its baseline.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 		}),
 		steerLevel: f.NewGauge(prometheus.GaugeOpts{

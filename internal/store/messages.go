@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // SendKey identifies a send forever: the sender and the id its client chose.
@@ -76,17 +77,97 @@ const (
 		JOIN send_reject r ON r.sender_uid = k.sender AND r.client_msg_id = k.cmid`
 )
 
-// BeginBatch locks the conversations of a fanout batch (in conv_id order, so
-// concurrent writers cannot deadlock) and looks up which sends of the batch
-// were stored or rejected before, in one round trip.
-func BeginBatch(ctx context.Context, tx pgx.Tx, convIDs []int64, keys []SendKey) (map[int64]ConvState, SendLookup, error) {
+// SendTx is a fanout batch's transaction, in two round trips where
+// pgx.BeginFunc takes four: BEGIN goes in the pipeline of the first
+// statements (the locks and the lookups) and COMMIT in that of the writes.
+// On this 2-core host a loopback round trip to Postgres costs 0.2-0.4 ms of
+// wake-ups, and the transaction is on the path of every live message.
+type SendTx struct {
+	conn *pgxpool.Conn
+	// Convs are the batch's conversations, locked; Lookup its sends stored
+	// or rejected before.
+	Convs  map[int64]ConvState
+	Lookup SendLookup
+	done   bool // committed, or the connection is gone
+}
+
+// RunSendTx runs fn in a SendTx that holds the batch's conversations
+// locked (in conv_id order, so concurrent writers cannot deadlock). fn ends
+// with tx.Commit; an error, or no Commit, rolls back.
+func RunSendTx(ctx context.Context, pool *pgxpool.Pool, convIDs []int64, keys []SendKey, fn func(tx *SendTx) error) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("store: send batch: %w", err)
+	}
+	tx := &SendTx{conn: conn}
+	defer tx.end()
+	if tx.Convs, tx.Lookup, err = beginBatch(ctx, conn, convIDs, keys); err != nil {
+		return err
+	}
+	return fn(tx)
+}
+
+// end rolls back what was not committed and gives the connection back (a
+// connection left inside a transaction is closed by the pool instead).
+func (tx *SendTx) end() {
+	if !tx.done && tx.conn.Conn().PgConn().TxStatus() != 'I' {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := tx.conn.Exec(ctx, "ROLLBACK"); err != nil {
+			_ = tx.conn.Conn().Close(ctx)
+		}
+		cancel()
+	}
+	tx.conn.Release()
+}
+
+// ActiveMembers is the package's ActiveMembers inside the transaction.
+func (tx *SendTx) ActiveMembers(ctx context.Context, convIDs []int64) (map[int64][]int64, error) {
+	return ActiveMembers(ctx, tx.conn, convIDs)
+}
+
+// Commit writes what the batch decided and commits, in one round trip:
+// the new msg_content rows, each conversation's new last_seq, the senders'
+// read_seq (their own messages count as read) and the rejects.
+func (tx *SendTx) Commit(ctx context.Context, msgs []*Message, lastSeq map[int64]int64, rejects []Reject) error {
+	b := commitBatch(msgs, lastSeq, rejects)
+	b.Queue("COMMIT")
+	br := tx.conn.SendBatch(ctx, b)
+	defer br.Close()
+	for range b.Len() - 1 {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("store: commit batch: %w", err)
+		}
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	// A transaction that failed earlier answers COMMIT with ROLLBACK.
+	if tag.String() != "COMMIT" {
+		return fmt.Errorf("store: commit: the transaction was rolled back (%s)", tag)
+	}
+	tx.done = true
+	return nil
+}
+
+// beginBatch opens the transaction, locks the conversations of a fanout
+// batch and looks up which sends of the batch were stored or rejected
+// before, in one round trip.
+func beginBatch(ctx context.Context, q *pgxpool.Conn, convIDs []int64, keys []SendKey) (map[int64]ConvState, SendLookup, error) {
 	senders, cmids := splitKeys(keys)
 	b := &pgx.Batch{}
+	b.Queue("BEGIN")
 	b.Queue(sqlLockConversations, convIDs)
 	b.Queue(sqlFindStored, senders, cmids)
 	b.Queue(sqlFindRejected, senders, cmids)
-	br := tx.SendBatch(ctx, b)
+	br := q.SendBatch(ctx, b)
 	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, SendLookup{}, fmt.Errorf("store: begin: %w", err)
+	}
 
 	convs := make(map[int64]ConvState, len(convIDs))
 	rows, err := br.Query()
@@ -161,9 +242,14 @@ func (s *Store) LookupSends(ctx context.Context, keys []SendKey) (SendLookup, er
 	return lk, br.Close()
 }
 
+// querier is what runs a query: a pool, one of its connections, a pgx.Tx.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // ActiveMembers returns the current members of each conversation.
-func ActiveMembers(ctx context.Context, tx pgx.Tx, convIDs []int64) (map[int64][]int64, error) {
-	rows, err := tx.Query(ctx, `
+func ActiveMembers(ctx context.Context, q querier, convIDs []int64) (map[int64][]int64, error) {
+	rows, err := q.Query(ctx, `
 		SELECT conv_id, uid FROM conv_member
 		WHERE conv_id = ANY($1::bigint[]) AND left_seq IS NULL ORDER BY conv_id, uid`, convIDs)
 	if err != nil {
@@ -181,10 +267,8 @@ func ActiveMembers(ctx context.Context, tx pgx.Tx, convIDs []int64) (map[int64][
 	return out, nil
 }
 
-// CommitBatch writes what a fanout batch decided, in one round trip: the new
-// msg_content rows, each conversation's new last_seq, the senders' read_seq
-// (their own messages count as read) and the rejects.
-func CommitBatch(ctx context.Context, tx pgx.Tx, msgs []*Message, lastSeq map[int64]int64, rejects []Reject) error {
+// commitBatch queues the writes of SendTx.Commit.
+func commitBatch(msgs []*Message, lastSeq map[int64]int64, rejects []Reject) *pgx.Batch {
 	b := &pgx.Batch{}
 	if len(msgs) > 0 {
 		n := len(msgs)
@@ -238,13 +322,7 @@ func CommitBatch(ctx context.Context, tx pgx.Tx, msgs []*Message, lastSeq map[in
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[])
 			ON CONFLICT DO NOTHING`, senders, cmids, codes, texts)
 	}
-	if b.Len() == 0 {
-		return nil
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("store: commit batch: %w", err)
-	}
-	return nil
+	return b
 }
 
 // MarkFannedOut records that every inbox entry of these messages is durable.
