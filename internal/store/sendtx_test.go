@@ -93,4 +93,3 @@ func TestSendTxCommitsAndRollsBack(t *testing.T) {
 		t.Fatalf("%d connections opened after the first commit, want none: a rolled-back batch's connection was not clean", n-conns)
 	}
 }
-

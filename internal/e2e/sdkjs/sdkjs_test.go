@@ -38,7 +38,7 @@ import (
 //     without a WebSocket close, as when a gateway dies;
 //   - INBOXD_WS_NEWEST_URL: a second gateway of the node for which a device
 //     is offline too long from 50 pending entries on (the newest page);
-//   - INBOXD_CTL_URL: POST /token, /conv, /revoke, /cut and /go/{dial,send,sendmany,read,conv,close}:
+//   - INBOXD_CTL_URL: POST /token, /conv, /revoke, /cut, /archived and /go/{dial,send,sendmany,read,conv,close}:
 //     tokens, conversations (admin API) and Go clients (the client package)
 //     for the tests' Go side, e.g. the read sync between two SDK instances
 //     of one user and a Go client.
@@ -200,6 +200,29 @@ func (h *sdkHarness) mux() *http.ServeMux {
 			return nil, err
 		}
 		return h.adm.Revoke(ctx, admin.RevokeRequest{UID: uid, Device: device})
+	})
+	// /archived waits until the archive holds at least entries of uid's
+	// inbox: the newest page is read from the archive up to its mark, and
+	// the archiver gathers entries for 200 ms before it writes them.
+	handle("/archived", func(ctx context.Context, req map[string]json.RawMessage) (any, error) {
+		var uid, entries int64
+		if err := fields(req, "uid", &uid, "entries", &entries); err != nil {
+			return nil, err
+		}
+		for {
+			var n int64
+			if err := h.n.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox_archive WHERE uid = $1`, uid).Scan(&n); err != nil {
+				return nil, err
+			}
+			if n >= entries {
+				return map[string]int64{"archived": n}, nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("the archive holds %d of uid %d's entries, want %d: %w", n, uid, entries, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 	})
 	handle("/cut", func(context.Context, map[string]json.RawMessage) (any, error) {
 		return map[string]int{"cut": h.cut.Cut()}, nil

@@ -160,6 +160,8 @@ test("offline too long: the newest page first, then the older messages in order,
   const b0 = await connect(t, { url: WS_NEWEST_URL, token: await token(bob, "web1") });
   await b0.close();
   await a.sendMany(c, 300, "m"); // above this gateway's threshold of 50
+  // The newest page is read from the archive, which is up to 200 ms behind.
+  await ctl("/archived", { uid: bob, entries: 300 });
 
   const rec = recorder();
   const b = await connect(t, { url: WS_NEWEST_URL, token: await token(bob, "web1"), handler: rec.handler });
