@@ -175,8 +175,7 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	step := time.Now()
-	pt.f.metrics.stage[stageCommit].Observe(step.Sub(start).Seconds())
+	step := pt.f.metrics.since(stageCommit, start)
 	if pt.f.afterCommit != nil {
 		if err := pt.f.afterCommit(); err != nil {
 			return err

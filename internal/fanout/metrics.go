@@ -41,15 +41,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help:    "Time of one step of a batch: commit (the Postgres transaction), publish (inbox entries acknowledged and announced live), mark (fanned_out in Postgres, before STORED).",
 		Buckets: prometheus.ExponentialBuckets(0.000125, 2, 16),
 	}, []string{"stage"})
-	m := newMetricsWith(f)
-	for i, name := range stageNames {
-		m.stage[i] = stages.WithLabelValues(name)
-	}
-	return m
-}
-
-func newMetricsWith(f promauto.Factory) *metrics {
-	return &metrics{
+	m := &metrics{
 		sends: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "inboxd_fanout_sends_total",
 			Help: "Sends processed by outcome: stored (new), repeated (already stored), rejected.",
@@ -88,6 +80,10 @@ func newMetricsWith(f promauto.Factory) *metrics {
 			Help: "Age of the oldest send not STORED yet, of any SEND partition (0 when SEND is empty; every 5 s).",
 		}),
 	}
+	for i, name := range stageNames {
+		m.stage[i] = stages.WithLabelValues(name)
+	}
+	return m
 }
 
 // since observes the time from start to now for stage and returns now.

@@ -88,7 +88,7 @@ type SendTx struct {
 	// or rejected before.
 	Convs  map[int64]ConvState
 	Lookup SendLookup
-	done   bool // committed, or the connection is gone
+	done   bool // committed: nothing to roll back
 }
 
 // RunSendTx runs fn in a SendTx that holds the batch's conversations
