@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,13 +84,24 @@ func runLive(ctx context.Context, o *opts) (any, error) {
 	time.Sleep(pick(o.quick, 500*time.Millisecond, 2*time.Second))
 	idleFrom := time.Now().UnixNano()
 	logf(o.sys.verbose, "live: idle window %s at %.0f msgs/s", idle, r)
+	// With --profile: the counters at the start of the idle window and
+	// before the storm (differences give each phase's own), and CPU
+	// profiles of the idle window into DIR/idle: what the live traffic
+	// alone costs.
+	saveMetrics(o.profile, sys, "live-idle-start")
+	idleProfiled := profileWave(filepath.Join(o.profile, "idle"), sys, max(idle-time.Second, time.Second))
+	if o.profile == "" {
+		idleProfiled = func() {}
+	}
 	select {
 	case <-time.After(idle):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	idleProfiled()
 	logf(o.sys.verbose, "live: storm of %d devices × %d messages", users, backlog)
-	defer saveMetrics(o.profile, sys, "live") // the whole run: idle window and storm
+	saveMetrics(o.profile, sys, "live-before-storm")
+	defer saveMetrics(o.profile, sys, "live")
 	defer profileWave(o.profile, sys, pick(o.quick, time.Second, 5*time.Second))()
 	agg, t0, err := st.run(o, sys)
 	if err != nil {

@@ -122,6 +122,13 @@ func TestQuickScenarios(t *testing.T) {
 			}
 		}
 	}
+	// live also profiles its idle window and saves the counters at the
+	// start of each phase.
+	for _, f := range []string{"idle/inboxd-cpu.pb.gz", "live-idle-start-inboxd-metrics.txt", "live-before-storm-inboxd-metrics.txt"} {
+		if st, err := os.Stat(filepath.Join(profDir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("live --profile: %s missing or empty (%v)", f, err)
+		}
+	}
 	if os.Getenv("INBOXBENCH_TEST_VERBOSE") != "" {
 		t.Logf("stderr:\n%s", stderr.String())
 	}
