@@ -64,7 +64,7 @@ func runStorm(ctx context.Context, o *opts) (any, error) {
 	}
 	defer stop()
 	logf(o.sys.verbose, "storm: %d devices × %d messages connect", users, backlog)
-	defer saveMetrics(o.profile, sys, "storm") // after the baseline, before the system stops
+	defer saveMetrics(o.profile, sys, "storm")         // after the baseline, before the system stops
 	defer profileWave(o.profile, sys, 5*time.Second)() // a 3,000 × 200 storm drains in ~5 s on this machine
 	agg, t0, err := st.run(o, sys)
 	if err != nil {
