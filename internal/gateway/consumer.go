@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,8 +25,20 @@ import (
 // and name, and where the mirrored cursor is kept; nothing of the session
 // or the gateway.
 type deviceConsumer struct {
+	*consumerEnv
+	p       int
+	uid     int64
+	device  string
+	stream  string
+	name    string
+	subject string
+}
+
+// consumerEnv is what the device consumers of a gateway share: one copy,
+// not one per connected device.
+type consumerEnv struct {
 	js        jetstream.JetStream // on the backfill connection
-	nc        *nats.Conn          // the same connection, for direct gets
+	nc        *nats.Conn          // the same connection, for pulls and direct gets
 	cursors   cursorStore
 	epochs    epochStore // epoch.go
 	parts     *partInfos // the cached stream epochs (epoch.go)
@@ -35,16 +46,6 @@ type deviceConsumer struct {
 	recreated prometheus.Counter     // consumers recreated from the mirror
 	requests  *prometheus.CounterVec // the JetStream requests made, by op (metrics.go)
 	log       *zap.Logger
-
-	p       int
-	uid     int64
-	device  string
-	stream  string
-	name    string
-	subject string
-
-	mu   sync.Mutex
-	cons jetstream.Consumer // replaced when it is recreated
 }
 
 // cursorStore is where a device consumer finds the mirrored cursor and a
@@ -68,9 +69,8 @@ type consumerOptions struct {
 
 func newDeviceConsumer(g *Gateway, p int, uid int64, device string) *deviceConsumer {
 	return &deviceConsumer{
-		js: g.bjs, nc: g.bnc, cursors: g.st, epochs: g.st, parts: g.parts, recreated: g.metrics.consumersRecreated, requests: g.metrics.consumerRequests, log: g.log,
-		opts: consumerOptions{idleReap: g.opts.DeviceIdleReap, newDeviceWindow: g.opts.NewDeviceWindow, newDeviceMax: g.opts.NewDeviceMax},
-		p:    p, uid: uid, device: device,
+		consumerEnv: g.consEnv,
+		p:           p, uid: uid, device: device,
 		stream:  streams.InboxStream(p),
 		name:    streams.DeviceConsumer(uid, device),
 		subject: streams.InboxSubject(p, uid),
@@ -82,18 +82,6 @@ func (dc *deviceConsumer) req(op string) {
 	if dc.requests != nil {
 		dc.requests.WithLabelValues(op).Inc()
 	}
-}
-
-func (dc *deviceConsumer) handle() jetstream.Consumer {
-	dc.mu.Lock()
-	defer dc.mu.Unlock()
-	return dc.cons
-}
-
-func (dc *deviceConsumer) setHandle(c jetstream.Consumer) {
-	dc.mu.Lock()
-	dc.cons = c
-	dc.mu.Unlock()
 }
 
 // openedConsumer is where open found the consumer.
@@ -178,7 +166,6 @@ func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
 	if err != nil {
 		return openedConsumer{}, fmt.Errorf("device consumer %s: %w", dc.name, err)
 	}
-	dc.setHandle(cons)
 	// Unacknowledged deliveries (of an earlier session) come back at once
 	// after a reset, instead of after ack_wait. A consumer with none needs
 	// no reset: skipping it spares the server a state file write, which it
@@ -354,26 +341,29 @@ func (dc *deviceConsumer) recreate(ctx context.Context, cursor uint64) error {
 		return err
 	}
 	dc.req(opCreate)
-	cons, err := dc.js.CreateOrUpdateConsumer(ctx, dc.stream, cfg)
-	if err != nil {
+	if _, err := dc.js.CreateOrUpdateConsumer(ctx, dc.stream, cfg); err != nil {
 		return err
 	}
 	dc.recreated.Inc()
-	dc.setHandle(cons)
 	return nil
 }
 
-// info reads the consumer's state from the server.
+// info reads the consumer's state from the server. The handle the lookup
+// returns is dropped: a session keeps no jetstream.Consumer (pull.go).
 func (dc *deviceConsumer) info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
 	dc.req(opInfo)
-	return dc.handle().Info(ctx)
+	c, err := dc.js.Consumer(ctx, dc.stream, dc.name)
+	if err != nil {
+		return nil, err
+	}
+	return c.CachedInfo(), nil
 }
 
 // fetch pulls up to n deliveries.
-func (dc *deviceConsumer) fetch(n int) (jetstream.MessageBatch, error) {
-	// NumPending said n are there: Fetch returns as soon as it has them.
+func (dc *deviceConsumer) fetch(ctx context.Context, n int) ([]pulled, error) {
+	// NumPending said n are there: the pull returns as soon as it has them.
 	dc.req(opFetch)
-	return dc.handle().Fetch(n, jetstream.FetchMaxWait(2*time.Second))
+	return dc.pull(ctx, n, 2*time.Second)
 }
 
 // lastEntrySeq returns the stream sequence of the newest entry of the
@@ -415,8 +405,8 @@ type tailState struct {
 }
 
 type tailMsg struct {
-	seq uint64
-	msg jetstream.Msg
+	seq   uint64
+	reply string // its $JS.ACK subject (pull.go)
 }
 
 // opened takes the position open found.
@@ -437,7 +427,7 @@ func (t *tailState) stale() {
 func (t *tailState) placed(cursor, left uint64) {
 	t.at, t.ackedFloor, t.nextDseq = cursor+1, cursor, 1
 	t.left, t.known, t.verified = left, true, false
-	t.msgs = t.msgs[:0]
+	t.msgs = nil
 }
 
 // synced: the consumer's ack floor was moved up to c (entries served from
@@ -448,7 +438,7 @@ func (t *tailState) synced(c uint64, now time.Time) {
 	if t.at != 0 {
 		t.at = c + 1
 		t.stale()
-		t.msgs = t.msgs[:0]
+		t.msgs = nil
 	}
 }
 
@@ -457,7 +447,7 @@ func (t *tailState) synced(c uint64, now time.Time) {
 func (t *tailState) skipped() {
 	t.at = 0
 	t.stale()
-	t.msgs = t.msgs[:0]
+	t.msgs = nil
 }
 
 // orphaned: deliveries went to a pull request nobody read; the consumer
@@ -471,7 +461,7 @@ func (t *tailState) orphaned() {
 func (t *tailState) recreated(cursor uint64) {
 	t.at, t.ackedFloor, t.nextDseq = 0, cursor, 0
 	t.stale()
-	t.msgs = t.msgs[:0]
+	t.msgs = nil
 }
 
 // fetched takes what a fetch delivered, up to stream seq last.
@@ -481,10 +471,12 @@ func (t *tailState) fetched(delivered []tailMsg, last, left, nextDseq uint64) {
 	t.nextDseq = nextDseq
 }
 
-// ackUpTo acknowledges the newest delivery at or below cursor (AckPolicy
-// all: the consumer's ack floor moves there). It reports whether it sent
-// an ack.
-func (t *tailState) ackUpTo(cursor uint64) bool {
+// ackUpTo finds the newest delivery at or below cursor and forgets it and
+// those before it: acknowledging its reply subject (returned, "" when there
+// is none) moves the consumer's ack floor there (AckPolicy all). The slice
+// is released when it empties, and shifted down otherwise, so that a
+// session that caught up holds none of the reply subjects it acked.
+func (t *tailState) ackUpTo(cursor uint64) string {
 	i, found := slices.BinarySearchFunc(t.msgs, cursor, func(m tailMsg, seq uint64) int {
 		switch {
 		case m.seq < seq:
@@ -497,13 +489,17 @@ func (t *tailState) ackUpTo(cursor uint64) bool {
 	if !found {
 		i--
 	}
-	if i >= 0 {
-		_ = t.msgs[i].msg.Ack()
-		t.ackedFloor = t.msgs[i].seq
-		t.msgs = t.msgs[i+1:]
-		return true
+	if i < 0 {
+		return ""
 	}
-	return false
+	reply := t.msgs[i].reply
+	t.ackedFloor = t.msgs[i].seq
+	if i+1 == len(t.msgs) {
+		t.msgs = nil
+	} else {
+		t.msgs = slices.Delete(t.msgs, 0, i+1)
+	}
+	return reply
 }
 
 // recover handles a consumer that vanished under the session (reaped while

@@ -35,6 +35,7 @@ type Gateway struct {
 	sends    *sendTracker
 	router   *router
 	parts    *partInfos
+	consEnv  *consumerEnv // what every device consumer shares (consumer.go)
 	mirror   *cursorMirror
 	bodies   *bodyCache
 	events   *eventWriter
@@ -120,6 +121,10 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		}
 		g.bnc = opts.Backfill
 	}
+	g.consEnv = &consumerEnv{
+		js: g.bjs, nc: g.bnc, cursors: g.st, epochs: g.st, parts: g.parts, recreated: g.metrics.consumersRecreated, requests: g.metrics.consumerRequests, log: g.log,
+		opts: consumerOptions{idleReap: g.opts.DeviceIdleReap, newDeviceWindow: g.opts.NewDeviceWindow, newDeviceMax: g.opts.NewDeviceMax},
+	}
 	return g, nil
 }
 
@@ -137,6 +142,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 		g.bodies.drop(streams.ParseErasedIDs(m.Data))
 	}); err != nil {
 		return fmt.Errorf("gateway: subscribe erased bodies: %w", err)
+	}
+	if err := g.router.start(); err != nil {
+		return err
 	}
 	g.parts.refresh(ctx)
 	for _, run := range []func(){
@@ -190,6 +198,7 @@ func (g *Gateway) Shutdown() {
 	if g.erasedSub != nil {
 		_ = g.erasedSub.Unsubscribe()
 	}
+	g.router.stop()
 	g.wg.Wait()
 	g.events.wait()
 	g.closeOnce.Do(func() { close(g.router.done) })

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/gateway/ledger"
@@ -326,47 +325,42 @@ type tailFetch struct {
 
 // fetchTail fetches up to n deliveries and decodes them into a page.
 func (s *session) fetchTail(ctx context.Context, n int, left uint64) (tailFetch, error) {
-	batch, err := s.cons.fetch(n)
-	if err != nil {
+	batch, err := s.cons.fetch(ctx, n)
+	if err != nil && len(batch) == 0 {
+		if ctx.Err() != nil {
+			return tailFetch{}, ctx.Err()
+		}
 		return tailFetch{}, s.recover(ctx, err)
 	}
 	s.mu.Lock()
 	f := tailFetch{pg: getPage(), from: s.led.Covered(), nextDseq: s.tail.nextDseq, left: left}
 	s.mu.Unlock()
 	f.last = f.from
-	for m := range batch.Messages() {
-		md, err := m.Metadata()
-		if err != nil {
-			continue
-		}
+	for _, m := range batch {
 		// Every delivery of the consumer has the next consumer sequence. A
 		// jump means deliveries went to a pull request nobody read (an
 		// expiring fetch, a replaced session): those entries count as
 		// delivered and an ack above them would confirm them. Never: drop
 		// this fetch and put the consumer back at the cursor.
-		if f.nextDseq != 0 && md.Sequence.Consumer != f.nextDseq {
+		if f.nextDseq != 0 && m.consumerSeq != f.nextDseq {
 			f.orphans = true
 		}
-		f.nextDseq = md.Sequence.Consumer + 1
+		f.nextDseq = m.consumerSeq + 1
 		if f.orphans {
 			continue
 		}
-		f.left = md.NumPending
-		if md.Sequence.Stream <= f.last {
+		f.left = m.pending
+		if m.streamSeq <= f.last {
 			continue // a redelivery of something already covered
 		}
-		f.last = md.Sequence.Stream
-		f.delivered = append(f.delivered, tailMsg{f.last, m})
-		e, err := streams.DecodeEntry(m.Data())
+		f.last = m.streamSeq
+		f.delivered = append(f.delivered, tailMsg{f.last, m.reply})
+		e, err := streams.DecodeEntry(m.data)
 		if err != nil {
-			s.g.log.Error("undecodable inbox entry", zap.String("subject", m.Subject()), zap.Uint64("seq", f.last), zap.Error(err))
+			s.g.log.Error("undecodable inbox entry", zap.String("subject", m.subject), zap.Uint64("seq", f.last), zap.Error(err))
 			continue
 		}
 		f.pg.msgs = append(f.pg.msgs, e.Wire(f.last))
-	}
-	if err := batch.Error(); err != nil && len(f.delivered) == 0 && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
-		putPage(f.pg)
-		return tailFetch{}, s.recover(ctx, err)
 	}
 	return f, nil
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,21 +18,31 @@ import (
 )
 
 // router routes per-user NATS traffic (live entries, login kicks) to the
-// sessions of that user on this gateway: one subscription per connected
-// user, shared by the user's devices. The user's rate buckets are not
-// here: they outlive its sessions (limits.go).
+// sessions of that user on this gateway. Live entries come on one literal
+// subscription per connected user, shared by the user's devices. Kicks
+// (logins and revocations, one small message per login anywhere) come on
+// one wildcard subscription of the gateway (streams.AllUserKicks), held
+// for its lifetime: a subscription per user cost each connected user
+// ~250 bytes of the gateway's heap, a server-side subscription, and a SUB
+// and an UNSUB per login. (A wildcard is never subscribed per user: its
+// unsubscribe made the server scan every outstanding service response of
+// the account, docs/benchmarks.md.) The user's rate buckets are not here:
+// they outlive its sessions (limits.go).
 //
 // The subscriptions are channel subscriptions feeding routeShards
 // goroutines (a user always to the same one, so its entries stay in
-// order): an async subscription would cost a goroutine per connected user.
-// A shard that falls routeQueue messages behind drops live entries (NATS
-// counts a slow consumer); they are not lost, the tail read delivers them.
+// order) and one for the kicks: an async subscription would cost a
+// goroutine per connected user. A shard that falls routeQueue messages
+// behind drops live entries (NATS counts a slow consumer); they are not
+// lost, the tail read delivers them.
 type router struct {
-	g      *Gateway
-	mu     sync.Mutex
-	users  map[int64]*userEntry
-	shards []chan *nats.Msg
-	done   chan struct{} // closed by the gateway's Shutdown
+	g       *Gateway
+	mu      sync.Mutex
+	users   map[int64]*userEntry
+	shards  []chan *nats.Msg
+	kicks   chan *nats.Msg // every user's kick subject (AllUserKicks)
+	kickSub *nats.Subscription
+	done    chan struct{} // closed by the gateway's Shutdown
 	// ending holds, by consumer name, a session that left users and is
 	// saving its final cursor (session.close): a new login of the device
 	// waits for it before it reads the cursor.
@@ -50,7 +61,24 @@ func newRouter(g *Gateway) *router {
 		r.shards = append(r.shards, ch)
 		go r.route(ch)
 	}
+	r.kicks = make(chan *nats.Msg, routeQueue)
+	go r.route(r.kicks)
 	return r
+}
+
+// start subscribes to every user's kicks.
+func (r *router) start() (err error) {
+	if r.kickSub, err = r.g.nc.ChanSubscribe(streams.AllUserKicks, r.kicks); err != nil {
+		return fmt.Errorf("gateway: subscribe kicks: %w", err)
+	}
+	return nil
+}
+
+// stop ends the kick subscription.
+func (r *router) stop() {
+	if r.kickSub != nil {
+		_ = r.kickSub.Unsubscribe()
+	}
 }
 
 // route delivers one shard's messages until the gateway shuts down.
@@ -76,7 +104,6 @@ func (r *router) route(ch chan *nats.Msg) {
 
 type userEntry struct {
 	live     *nats.Subscription
-	kick     *nats.Subscription
 	sessions []*session
 }
 
@@ -97,18 +124,11 @@ func (r *router) register(s *session) (replaced []*session, ending *session, err
 	u := r.users[s.uid]
 	if u == nil {
 		u = &userEntry{}
-		// Two literal subjects rather than one wildcard: the server's
-		// cleanup after unsubscribing a wildcard scans every outstanding
-		// service response of the account, which made a wave of
-		// disconnects cost the NATS server seconds of CPU.
-		ch := r.shards[uint64(s.uid)%routeShards]
-		u.live, err = r.g.nc.ChanSubscribe(streams.UserLive(s.p, s.uid), ch)
-		if err == nil {
-			u.kick, err = r.g.nc.ChanSubscribe(streams.UserKick(s.p, s.uid), ch)
-			if err != nil {
-				_ = u.live.Unsubscribe()
-			}
-		}
+		// A literal subject: the server's cleanup after unsubscribing a
+		// wildcard scans every outstanding service response of the
+		// account, which made a wave of disconnects cost the NATS server
+		// seconds of CPU.
+		u.live, err = r.g.nc.ChanSubscribe(streams.UserLive(s.p, s.uid), r.shards[uint64(s.uid)%routeShards])
 		if err != nil {
 			r.mu.Unlock()
 			return nil, nil, err
@@ -206,7 +226,6 @@ func (r *router) removeLocked(s *session) {
 	}
 	if len(u.sessions) == 0 {
 		_ = u.live.Unsubscribe()
-		_ = u.kick.Unsubscribe()
 		delete(r.users, s.uid)
 	}
 }

@@ -48,8 +48,7 @@ type session struct {
 	budget   backfillBudget
 	cons     *deviceConsumer
 
-	ctx     context.Context
-	cancel  context.CancelFunc
+	ctx     *closeCtx     // closed when the session ends (closectx.go)
 	wake    chan struct{} // pokes the pump
 	pumping atomic.Bool   // a pump goroutine runs
 	done    chan struct{} // closed when the session ended and its cursor is saved
@@ -85,8 +84,7 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 	p := ids.Partition(uid, g.opts.Layout.InboxPartitions)
 	s := &session{
 		g: g, c: c, id: nuid.Next(), uid: uid, device: c.id.Device, p: p,
-		consumer: streams.DeviceConsumer(uid, c.id.Device),
-		prof:     prof,
+		prof: prof,
 		budget: backfillBudget{
 			device: rate.NewLimiter(prof.rate, prof.burst), deviceBurst: prof.burst,
 			user: func() *rate.Limiter { return g.router.limiter(uid) }, userBurst: g.opts.UserBackfillBurst,
@@ -95,8 +93,9 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 		wake: make(chan struct{}, 1),
 		done: make(chan struct{}),
 		led:  ledger.New(0), // until open knows the cursor
+		ctx:  newCloseCtx(),
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.consumer = s.cons.name
 	c.setSession(s) // before live entries can arrive: the writer registers their batches with it
 
 	// Register first: the live lane must be listening before the cursor is
@@ -137,7 +136,7 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 		closed := s.closed
 		s.closed = true
 		s.mu.Unlock()
-		s.cancel()
+		s.ctx.close()
 		if !closed {
 			close(s.done)
 		}
@@ -211,7 +210,7 @@ func (s *session) close() {
 		s.ackTimer.Stop()
 	}
 	s.mu.Unlock()
-	s.cancel()
+	s.ctx.close()
 	go func() {
 		defer close(s.done)
 		s.g.router.leave(s)
@@ -284,8 +283,9 @@ func (s *session) onAckRange(upTo uint64) error {
 // deliveries up to it are acknowledged and the mirror is marked.
 func (s *session) cursorMovedLocked() {
 	c := s.led.Cursor()
-	if s.tail.ackUpTo(c) {
+	if reply := s.tail.ackUpTo(c); reply != "" {
 		s.cons.req(opAck)
+		_ = s.cons.ack(reply) // a lost ack is made good by the next one (AckPolicy all) or, at the next login, by the mirrored cursor
 	}
 	s.g.mirror.mark(store.DeviceCursor{UID: s.uid, Device: s.device, Consumer: s.consumer, AckSeq: c, Epoch: s.epoch.Load()})
 }

@@ -77,7 +77,8 @@ const ArchiverGroup = "archiver"
 // inbox entry on UserLive right after JetStream acknowledged it, and a
 // gateway announces a device login on UserKick so that another gateway
 // holding the same device closes its session. A gateway subscribes to
-// UserLive and UserKick (two literal subscriptions) for each user connected to it.
+// UserLive (a literal subscription) for each user connected to it, and to
+// every user's UserKick (AllUserKicks, one subscription).
 func UserLive(p int, uid int64) string {
 	return "inboxd.u." + strconv.Itoa(p) + "." + strconv.FormatInt(uid, 10) + ".live"
 }
@@ -86,6 +87,10 @@ func UserLive(p int, uid int64) string {
 func UserKick(p int, uid int64) string {
 	return "inboxd.u." + strconv.Itoa(p) + "." + strconv.FormatInt(uid, 10) + ".kick"
 }
+
+// AllUserKicks matches every user's UserKick: a gateway holds one
+// subscription to it for all its users.
+const AllUserKicks = "inboxd.u.*.*.kick"
 
 // UserWildcard matches UserLive and UserKick of uid.
 func UserWildcard(p int, uid int64) string {
