@@ -52,7 +52,7 @@ type Conn struct {
 	backfill chan *page  // backfill lane: at most the device's window of pages
 	writing  atomic.Bool // a writer goroutine runs (started on demand, gone when both lanes are empty)
 	sess     *session
-	reqs     chan struct{} // requests (pull, read, …) in flight
+	reqs     atomic.Int32 // requests (pull, read, …) in flight (a counter, not a channel: 96 bytes less per connection)
 	done     chan struct{}
 	once     sync.Once
 	mu       sync.Mutex
@@ -94,7 +94,6 @@ func newConn(g *Gateway, nc net.Conn, tr transport) *Conn {
 		nc:       nc,
 		tr:       tr,
 		backfill: make(chan *page, 4),
-		reqs:     make(chan struct{}, maxRequests),
 		done:     make(chan struct{}),
 		born:     time.Now().UnixNano(),
 		fd:       -1,
@@ -129,12 +128,10 @@ func (c *Conn) enqueue(it outItem) bool {
 func (c *Conn) takeOut(dst []outItem) []outItem {
 	c.outMu.Lock()
 	dst = append(dst, c.out...)
-	clear(c.out)
-	if cap(c.out) > 64 {
-		c.out = nil // a burst's queue is not kept by an idle connection
-	} else {
-		c.out = c.out[:0]
-	}
+	// The queue is not kept: an idle connection holds none (up to 64
+	// items of 80 bytes were kept before), for one allocation per batch of
+	// live items, against the write system call that sends them.
+	c.out = nil
 	c.outMu.Unlock()
 	return dst
 }

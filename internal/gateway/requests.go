@@ -21,15 +21,14 @@ import (
 const maxRequests = 4
 
 func (c *Conn) request(id uint64, fn func(ctx context.Context) (proto.Message, error)) {
-	select {
-	case c.reqs <- struct{}{}:
-	default:
+	if c.reqs.Add(1) > maxRequests {
+		c.reqs.Add(-1)
 		c.enqueue(outItem{msg: &pb.Error{Code: pb.ErrorCode_RATE_LIMITED, RequestId: id, RetryAfterMs: 100,
 			Message: "too many requests in flight on this connection"}})
 		return
 	}
 	go func() {
-		defer func() { <-c.reqs }()
+		defer c.reqs.Add(-1)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		resp, err := fn(ctx)

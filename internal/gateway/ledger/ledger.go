@@ -83,13 +83,20 @@ type batch struct {
 // New returns the ledger of a session whose device has confirmed
 // everything up to cursor.
 func New(cursor uint64) *Ledger {
-	return &Ledger{
-		cursor:  cursor,
-		covered: cursor,
-		unconf:  make(map[uint64]unconfirmed),
-		ahead:   make(map[uint64]struct{}),
-		batches: make(map[uint64]batch),
+	return &Ledger{cursor: cursor, covered: cursor}
+}
+
+// release drops the maps and slices once nothing awaits confirmation:
+// a device that is idle keeps a bare ledger, not the maps its last burst
+// grew (their groups never shrink) nor up to eight recycled seq slices of
+// up to 4,096 entries each. They are made again at the next hand-over
+// (a few allocations per live message, against milliseconds of work).
+func (l *Ledger) release() {
+	if len(l.unconf) > 0 || len(l.batches) > 0 || len(l.ahead) > 0 {
+		return
 	}
+	l.unconf, l.ahead, l.batches = nil, nil, nil
+	l.low, l.aheadLow, l.order, l.free = nil, nil, nil, nil
 }
 
 // Cursor is the highest position with everything up to it confirmed.
@@ -156,7 +163,9 @@ func (l *Ledger) Page(from, upTo uint64, entries []Entry, at time.Time) (id uint
 		l.pages++
 		l.sent++
 	}
-	return id, l.advance(), true
+	moved = l.advance()
+	l.release() // a covering read (an empty page) may settle it
+	return id, moved, true
 }
 
 // Live records an entry about to go out on the live lane. It reports
@@ -239,6 +248,7 @@ func (l *Ledger) Ack(receipts []Info, batchIDs, seqs []uint64) AckResult {
 		r.Batches++
 	}
 	r.Moved = l.advance()
+	l.release()
 	return r
 }
 
@@ -276,6 +286,7 @@ func (l *Ledger) AckRange(receipts []Info, upTo uint64) (r AckResult, jumped boo
 		jumped = true
 	}
 	r.Moved = l.advance()
+	l.release()
 	return r, jumped
 }
 
@@ -304,6 +315,7 @@ func (l *Ledger) TakeBack() int {
 	l.order = l.order[:0]
 	l.pages = 0
 	l.covered = l.cursor
+	l.release()
 	return n
 }
 
@@ -322,6 +334,9 @@ func (l *Ledger) dropAheadUpTo(upTo uint64) {
 
 func (l *Ledger) markAhead(seq uint64) {
 	if _, ok := l.ahead[seq]; !ok {
+		if l.ahead == nil {
+			l.ahead = make(map[uint64]struct{})
+		}
 		l.ahead[seq] = struct{}{}
 		l.aheadLow.push(seq)
 	}
@@ -330,6 +345,9 @@ func (l *Ledger) markAhead(seq uint64) {
 func (l *Ledger) add(e Entry) {
 	if _, ok := l.unconf[e.Seq]; !ok {
 		l.low.push(e.Seq)
+	}
+	if l.unconf == nil {
+		l.unconf = make(map[uint64]unconfirmed)
 	}
 	l.unconf[e.Seq] = unconfirmed{message: e.Message, info: e.Info}
 }
@@ -382,6 +400,9 @@ func (l *Ledger) advance() bool {
 
 func (l *Ledger) newBatch(seqs []uint64, backfill bool, at time.Time) uint64 {
 	l.next++
+	if l.batches == nil {
+		l.batches = make(map[uint64]batch)
+	}
 	l.batches[l.next] = batch{seqs: seqs, backfill: backfill, at: at}
 	if len(l.order) == cap(l.order) && len(l.order) > 2*len(l.batches)+16 {
 		l.order = slices.DeleteFunc(l.order, func(id uint64) bool { _, ok := l.batches[id]; return !ok })

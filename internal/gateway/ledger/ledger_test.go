@@ -689,3 +689,58 @@ func TestNewestBelowCursorKeepsCursor(t *testing.T) {
 		t.Fatalf("ack of that page: %+v, cursor %d, want 1 batch and cursor 100", r, l.Cursor())
 	}
 }
+
+// A ledger with nothing awaiting confirmation keeps none of the maps and
+// slices its last burst grew (an idle device's session), and works on as
+// before afterwards.
+func TestLedgerReleasesWhenSettled(t *testing.T) {
+	l := New(0)
+	id1, _, ok := l.Page(0, 300, entries(seqRange(1, 300)...), t0)
+	if !ok {
+		t.Fatal("page refused")
+	}
+	for _, e := range entries(301, 302) {
+		if !l.Live(e) {
+			t.Fatalf("live %d refused", e.Seq)
+		}
+	}
+	id2 := l.LiveBatch([]uint64{301, 302}, t0)
+	r := l.Ack(nil, []uint64{id1}, nil)
+	if len(r.Receipts) != 300 || l.Cursor() != 300 {
+		t.Fatalf("first ack: %d receipts, cursor %d", len(r.Receipts), l.Cursor())
+	}
+	if l.unconf == nil || l.batches == nil || l.free == nil {
+		t.Fatal("released while a batch still awaits confirmation")
+	}
+	l.Ack(nil, []uint64{id2}, nil)
+	if l.Cursor() != 300 || l.ahead == nil {
+		t.Fatalf("cursor %d before the covering read, want 300 with 301-302 ahead", l.Cursor())
+	}
+	// The covering read: an empty page over what went live.
+	if _, moved, ok := l.Page(300, 302, nil, t0); !ok || !moved || l.Cursor() != 302 {
+		t.Fatalf("covering page: moved %v ok %v cursor %d", moved, ok, l.Cursor())
+	}
+	if l.unconf != nil || l.ahead != nil || l.batches != nil || l.low != nil || l.aheadLow != nil || l.order != nil || l.free != nil {
+		t.Fatalf("settled ledger keeps: unconf %v ahead %v batches %v low %d aheadLow %d order %d free %d",
+			l.unconf != nil, l.ahead != nil, l.batches != nil, cap(l.low), cap(l.aheadLow), cap(l.order), len(l.free))
+	}
+	// And on: a live entry after the release, confirmed singly.
+	if !l.Live(msg(303)) {
+		t.Fatal("live 303 refused after the release")
+	}
+	l.LiveBatch([]uint64{303}, t0)
+	if r := l.Ack(nil, nil, []uint64{303}); len(r.Receipts) != 1 || l.Unconfirmed() != 0 {
+		t.Fatalf("after the release: %d receipts, %d unconfirmed", len(r.Receipts), l.Unconfirmed())
+	}
+	if _, moved, ok := l.Page(302, 303, nil, t0); !ok || !moved || l.Cursor() != 303 {
+		t.Fatalf("after the release, covering page: moved %v ok %v cursor %d", moved, ok, l.Cursor())
+	}
+}
+
+func seqRange(from, to uint64) []uint64 {
+	var s []uint64
+	for i := from; i <= to; i++ {
+		s = append(s, i)
+	}
+	return s
+}
