@@ -93,21 +93,27 @@ type openedConsumer struct {
 	epoch    uint64 // the stream's epoch (epoch.go)
 }
 
+// mirrorRead is the device's mirrored cursor as read from Postgres.
+type mirrorRead struct {
+	c     store.DeviceCursor
+	found bool
+	err   error
+}
+
 // open finds or creates the consumer and resets it so that unacknowledged
-// entries come back at once.
-func (dc *deviceConsumer) open(ctx context.Context) (openedConsumer, error) {
-	// The Postgres mirror and the consumer are looked up at once: a login
-	// waits for one round trip instead of two.
-	type mirrorResult struct {
-		c     store.DeviceCursor
-		found bool
-		err   error
+// entries come back at once. pre is the mirror as the login read it with
+// its summary (store.Login); nil makes open read it, at once with the
+// consumer lookup (a login waits for one round trip instead of two).
+func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedConsumer, error) {
+	mirrorCh := make(chan mirrorRead, 1)
+	if pre != nil {
+		mirrorCh <- *pre
+	} else {
+		go func() {
+			c, found, err := dc.cursors.GetDeviceCursor(ctx, dc.uid, dc.device)
+			mirrorCh <- mirrorRead{c, found, err}
+		}()
 	}
-	mirrorCh := make(chan mirrorResult, 1)
-	go func() {
-		c, found, err := dc.cursors.GetDeviceCursor(ctx, dc.uid, dc.device)
-		mirrorCh <- mirrorResult{c, found, err}
-	}()
 	// The info request is bounded on its own: an R1 consumer whose server
 	// was just killed (or restarted without its in-memory state) may go
 	// unanswered until the cluster notices, and a login that spent its

@@ -196,7 +196,7 @@ func (c *Conn) openSession(id auth.Identity) (*session, uint64, *pb.Summary, boo
 		c.loginFailed(revokedError(ls.RevokedAt), nil)
 		return nil, 0, nil, false
 	}
-	sess, pending, err := c.g.startSession(context.Background(), c)
+	sess, pending, err := c.g.startSession(context.Background(), c, &mirrorRead{c: ls.Cursor, found: ls.CursorFound})
 	if errors.Is(err, errTooManyConns) {
 		c.loginFailed(wire.Errorf(pb.ErrorCode_LIMIT_EXCEEDED, "user %d already holds %d connections on this gateway", id.UID, c.g.opts.MaxConnsPerUser), nil)
 		return nil, 0, nil, false

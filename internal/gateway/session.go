@@ -77,8 +77,9 @@ type earlyLive struct {
 const maxUnconfirmed = 10000
 
 // startSession opens the device's cursor and registers the session; it
-// returns the welcome fields.
-func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, error) {
+// returns the welcome fields. mirror is the device's mirrored cursor as the
+// login read it (nil: read it here).
+func (g *Gateway) startSession(ctx context.Context, c *Conn, mirror *mirrorRead) (*session, uint64, error) {
 	prof := profiles[c.kind]
 	uid := c.id.UID
 	p := ids.Partition(uid, g.opts.Layout.InboxPartitions)
@@ -123,9 +124,12 @@ func (g *Gateway) startSession(ctx context.Context, c *Conn) (*session, uint64, 
 		case <-wait:
 		}
 	}
+	if len(replaced) > 0 {
+		mirror = nil // read after their final cursors were saved
+	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	o, err := s.cons.open(cctx)
+	o, err := s.cons.open(cctx, mirror)
 	if err != nil {
 		g.router.unregister(s)
 		c.setSession(nil)

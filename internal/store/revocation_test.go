@@ -11,7 +11,8 @@ import (
 )
 
 // A device's revocation is its own or its user's, whichever is later; a
-// second revocation moves revoked_at on; Login reads it with the summary;
+// second revocation moves revoked_at on; Login reads it with the summary
+// and the device's mirrored cursor;
 // RecentRevocations returns those of the window; a bad uid or device is
 // refused.
 func TestRevocations(t *testing.T) {
@@ -45,8 +46,20 @@ func TestRevocations(t *testing.T) {
 		t.Fatalf("revoking again: %v %v, want a later revoked_at than %v", again, err, phone)
 	}
 	ls, err := st.Login(ctx, 7, "phone")
-	if err != nil || !ls.RevokedAt.Equal(again) || len(ls.Convs) != 0 || ls.More {
-		t.Fatalf("Login: %+v %v, want revoked at %v and an empty summary", ls, err, again)
+	if err != nil || !ls.RevokedAt.Equal(again) || len(ls.Convs) != 0 || ls.More || ls.CursorFound {
+		t.Fatalf("Login: %+v %v, want revoked at %v, an empty summary and no cursor", ls, err, again)
+	}
+	// Login reads the device's mirrored cursor too, as GetDeviceCursor does.
+	if err := st.SaveDeviceCursors(ctx, []store.DeviceCursor{{UID: 7, Device: "phone", Consumer: "d_7_x", AckSeq: 42, Epoch: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err = st.Login(ctx, 7, "phone")
+	want, found, gerr := st.GetDeviceCursor(ctx, 7, "phone")
+	if err != nil || gerr != nil || !found || !ls.CursorFound || ls.Cursor != want || ls.Cursor.AckSeq != 42 || ls.Cursor.Epoch != 3 || ls.Cursor.Consumer != "d_7_x" {
+		t.Fatalf("Login after a cursor was saved: %+v %v; GetDeviceCursor %+v %v %v", ls.Cursor, err, want, found, gerr)
+	}
+	if ls, err := st.Login(ctx, 7, "laptop"); err != nil || ls.CursorFound || ls.Cursor.UID != 7 || ls.Cursor.Device != "laptop" {
+		t.Fatalf("Login of a device without a cursor: %+v %v", ls.Cursor, err)
 	}
 	recent, err := st.RecentRevocations(ctx, time.Minute)
 	if err != nil || len(recent) != 2 {
