@@ -67,11 +67,11 @@ func (dc *deviceConsumer) pull(ctx context.Context, n int, wait time.Duration) (
 	for len(out) < n {
 		select {
 		case m := <-ch:
-			if status, isStatus := pullStatus(m); isStatus {
-				if status != nil && errors.Is(status, errPullControl) {
-					continue // a heartbeat or flow control (none are asked for)
+			if isStatus, ends, err := pullStatus(m); isStatus {
+				if !ends {
+					continue // a heartbeat (none is asked for)
 				}
-				return out, status
+				return out, err
 			}
 			d, err := parseDelivery(m)
 			if err != nil {
@@ -100,43 +100,41 @@ func (dc *deviceConsumer) ack(reply string) error {
 	return dc.nc.Publish(reply, ackBody)
 }
 
-// errPullControl marks a status message that does not end a pull.
-var errPullControl = errors.New("pull control message")
-
 // pullStatus reports whether m is a status message rather than a
-// delivery, and what it means for the pull: nil for an expired request
-// (408) or one the server found nothing for (404), errPullControl for a
-// heartbeat (100), else the jetstream package's error for the status.
-func pullStatus(m *nats.Msg) (error, bool) {
+// delivery, whether it ends the pull, and with what error: none for an
+// expired request (408) or one the server found nothing for (404), the
+// jetstream package's error for the others; a heartbeat (100) does not end
+// it.
+func pullStatus(m *nats.Msg) (isStatus, ends bool, err error) {
 	if len(m.Data) > 0 || len(m.Header) == 0 {
-		return nil, false
+		return false, false, nil
 	}
 	code := m.Header.Get("Status")
 	if code == "" {
-		return nil, false
+		return false, false, nil
 	}
 	descr := m.Header.Get("Description")
 	switch code {
 	case "404", "408":
-		return nil, true
+		return true, true, nil
 	case "100":
-		return errPullControl, true
+		return true, false, nil
 	case "503":
-		return nats.ErrNoResponders, true
+		return true, true, nats.ErrNoResponders
 	case "400":
-		return jetstream.ErrBadRequest, true
+		return true, true, jetstream.ErrBadRequest
 	case "409":
 		d := strings.ToLower(descr)
 		switch {
 		case strings.Contains(d, "consumer deleted"):
-			return jetstream.ErrConsumerDeleted, true
+			return true, true, jetstream.ErrConsumerDeleted
 		case strings.Contains(d, "leadership change"):
-			return jetstream.ErrConsumerLeadershipChanged, true
+			return true, true, jetstream.ErrConsumerLeadershipChanged
 		case strings.Contains(d, "server shutdown"):
-			return jetstream.ErrServerShutdown, true
+			return true, true, jetstream.ErrServerShutdown
 		}
 	}
-	return fmt.Errorf("pull request: status %s %s", code, descr), true
+	return true, true, fmt.Errorf("pull request: status %s %s", code, descr)
 }
 
 // parseDelivery reads a delivery's sequences from its $JS.ACK reply

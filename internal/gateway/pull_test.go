@@ -124,3 +124,32 @@ func TestParseDelivery(t *testing.T) {
 		}
 	}
 }
+
+// Status messages end a pull with the jetstream package's error for them,
+// or with none for an expired or empty request; a heartbeat does not end
+// it, and a delivery is no status.
+func TestPullStatus(t *testing.T) {
+	st := func(code, descr string) *nats.Msg {
+		return &nats.Msg{Header: nats.Header{"Status": []string{code}, "Description": []string{descr}}}
+	}
+	for _, tc := range []struct {
+		m              *nats.Msg
+		isStatus, ends bool
+		err            error
+	}{
+		{&nats.Msg{Data: []byte("x"), Reply: "$JS.ACK.S.C.1.1.1.1.0"}, false, false, nil},
+		{st("408", "Request Timeout"), true, true, nil},
+		{st("404", "No Messages"), true, true, nil},
+		{st("100", "Idle Heartbeat"), true, false, nil},
+		{st("503", ""), true, true, nats.ErrNoResponders},
+		{st("409", "Consumer Deleted"), true, true, jetstream.ErrConsumerDeleted},
+	} {
+		isStatus, ends, err := pullStatus(tc.m)
+		if isStatus != tc.isStatus || ends != tc.ends || err != tc.err {
+			t.Errorf("%v: status %v ends %v err %v; want %v %v %v", tc.m.Header, isStatus, ends, err, tc.isStatus, tc.ends, tc.err)
+		}
+	}
+	if _, ends, err := pullStatus(st("409", "Exceeded MaxWaiting")); !ends || err == nil {
+		t.Errorf("an unknown conflict: ends %v err %v, want an error that ends the pull", ends, err)
+	}
+}
