@@ -95,7 +95,7 @@ func ChangeHotWindow(ctx context.Context, js jetstream.JetStream, d time.Duratio
 	if err := ValidateHotWindow(d); err != nil {
 		return nil, err
 	}
-	s, err := js.Stream(ctx, InboxStream(0))
+	s, err := lookup(ctx, js, InboxStream(0))
 	if err != nil {
 		return nil, fmt.Errorf("streams: look up %s: %w", InboxStream(0), err)
 	}
@@ -104,7 +104,7 @@ func ChangeHotWindow(ctx context.Context, js jetstream.JetStream, d time.Duratio
 		return nil, fmt.Errorf("streams: %s records no partition count (%s): not an inboxd installation", InboxStream(0), metaPartitions)
 	}
 	for p := 0; p < n; p++ {
-		s, err := js.Stream(ctx, InboxStream(p))
+		s, err := lookup(ctx, js, InboxStream(p))
 		if err != nil {
 			return changed, fmt.Errorf("streams: look up %s: %w", InboxStream(p), err)
 		}
@@ -114,7 +114,7 @@ func ChangeHotWindow(ctx context.Context, js jetstream.JetStream, d time.Duratio
 		}
 		SetHotWindow(&c, d)
 		c.MaxAge = 0 // a stream from before the window was recorded: its MaxAge was the window
-		if _, err := js.UpdateStream(ctx, c); err != nil {
+		if err := updateWithRetry(ctx, js, c); err != nil {
 			return changed, fmt.Errorf("streams: record --hot-window %s on %s: %w", d, c.Name, err)
 		}
 		changed = append(changed, c.Name)

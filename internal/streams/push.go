@@ -88,7 +88,7 @@ func EnsurePush(ctx context.Context, js jetstream.JetStream, replicas int) error
 		return err
 	}
 	s.Replicas = replicas
-	if have, err := js.Stream(ctx, PushStream); err == nil {
+	if have, err := lookup(ctx, js, PushStream); err == nil {
 		s.Replicas = replicasOf(have.CachedInfo().Config)
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("streams: look up %s: %w", PushStream, err)

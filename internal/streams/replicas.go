@@ -63,7 +63,7 @@ func checkReplicas(ctx context.Context, js jetstream.JetStream, l Layout, want i
 	var differ []string
 	var have []int
 	for _, name := range installationStreams(l) {
-		s, err := js.Stream(ctx, name)
+		s, err := lookup(ctx, js, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
 		}
@@ -123,7 +123,7 @@ func ChangeReplicas(ctx context.Context, js jetstream.JetStream, n int) (changed
 	if err := ValidateReplicas(n); err != nil {
 		return nil, err
 	}
-	s, err := js.Stream(ctx, InboxStream(0))
+	s, err := lookup(ctx, js, InboxStream(0))
 	if err != nil {
 		return nil, fmt.Errorf("streams: look up %s: %w", InboxStream(0), err)
 	}
@@ -137,7 +137,7 @@ func ChangeReplicas(ctx context.Context, js jetstream.JetStream, n int) (changed
 	names := installationStreams(Layout{InboxPartitions: parts})
 	required := len(names)
 	for i, name := range append(names, optionalStreams...) {
-		s, err := js.Stream(ctx, name)
+		s, err := lookup(ctx, js, name)
 		if i >= required && errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
 		}
@@ -164,16 +164,37 @@ var optionalStreams = []string{PushStream, "KV_inboxd_leases"}
 // updateWithRetry updates a stream, retrying while the cluster is busy
 // (see retryable).
 func updateWithRetry(ctx context.Context, js jetstream.JetStream, c jetstream.StreamConfig) error {
-	return withRetry(ctx, func() error {
+	return withRetry(ctx, func(ctx context.Context) error {
 		_, err := js.UpdateStream(ctx, c)
 		return err
 	})
 }
 
-// withRetry calls f until it succeeds, fails for good or ctx ends.
-func withRetry(ctx context.Context, f func() error) error {
+// lookup is js.Stream retried like an update: right after a rescale a
+// stream may be between leaders, and its STREAM.INFO request then goes
+// unanswered (a CI run once waited out the command's 5 minutes on one).
+// A stream that does not exist is ErrStreamNotFound at once.
+func lookup(ctx context.Context, js jetstream.JetStream, name string) (s jetstream.Stream, err error) {
+	err = withRetry(ctx, func(ctx context.Context) error {
+		s, err = js.Stream(ctx, name)
+		return err
+	})
+	return s, err
+}
+
+// tryTimeout bounds one JetStream API request of withRetry: an unanswered
+// one (sent while its server stopped, or to a stream electing a leader) is
+// sent again instead of waiting for all of the caller's deadline. An update
+// still applying when it expires is applied again, which changes nothing.
+var tryTimeout = 10 * time.Second // a var for a test
+
+// withRetry calls f, each time with its own tryTimeout, until it succeeds,
+// fails for good or ctx ends.
+func withRetry(ctx context.Context, f func(ctx context.Context) error) error {
 	for delay := 250 * time.Millisecond; ; delay = min(2*delay, 4*time.Second) {
-		err := f()
+		tctx, cancel := context.WithTimeout(ctx, tryTimeout)
+		err := f(tctx)
+		cancel()
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}

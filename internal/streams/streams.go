@@ -147,7 +147,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, hotWin
 		return err
 	}
 	for p := 0; p < l.InboxPartitions; p++ {
-		s, err := js.Stream(ctx, InboxStream(p))
+		s, err := lookup(ctx, js, InboxStream(p))
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
 		}
@@ -187,7 +187,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, hotWin
 // ensureStream creates or updates one stream, retrying while a cluster
 // is not ready for it (a syncer started with the NATS nodes).
 func ensureStream(ctx context.Context, js jetstream.JetStream, c jetstream.StreamConfig) error {
-	return withRetry(ctx, func() error {
+	return withRetry(ctx, func(ctx context.Context) error {
 		_, err := js.CreateOrUpdateStream(ctx, c)
 		return err
 	})
@@ -212,7 +212,7 @@ func CheckStreams(ctx context.Context, js jetstream.JetStream, l Layout) error {
 		names = append(names, InboxStream(p))
 	}
 	for _, name := range names {
-		_, err := js.Stream(ctx, name)
+		_, err := lookup(ctx, js, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return fmt.Errorf("%w: %s", ErrStreamsMissing, name)
 		}
@@ -231,7 +231,7 @@ func checkLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
 		{InboxStream(0), metaPartitions, l.InboxPartitions},
 		{SendStream, metaSendPartitions, l.SendPartitions},
 	} {
-		s, err := js.Stream(ctx, c.stream)
+		s, err := lookup(ctx, js, c.stream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue // a new installation
 		}
