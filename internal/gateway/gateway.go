@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
 
 	"github.com/inboxd/inboxd/internal/auth"
@@ -28,8 +29,9 @@ type Gateway struct {
 	log      *zap.Logger
 	nc       *nats.Conn
 	js       jetstream.JetStream
-	st       *store.Store // catch-up reads
-	sst      *store.Store // the send path (Options.SendStore, or st)
+	st       *store.Store        // catch-up reads
+	sst      *store.Store        // the send path (Options.SendStore, or st)
+	logins   *store.LoginBatcher // logins read in batches, on st
 	verifier *auth.Verifier
 	metrics  *metrics
 	sends    *sendTracker
@@ -85,6 +87,14 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, verifier
 		loginWarns:   newLogLimiter(5),
 	}
 	g.limits = newLimits(&g.opts, st, sst, g.metrics)
+	g.logins = store.NewLoginBatcher(st, loginFlights(st), loginBatchMax)
+	f := promauto.With(reg)
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "inboxd_gateway_login_reads_total", Help: "Postgres reads of logins (each a batch of the logins waiting: inboxd_gateway_login_reads_logins_total / this is the mean batch).",
+	}, func() float64 { n, _ := g.logins.Stats(); return float64(n) })
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "inboxd_gateway_login_reads_logins_total", Help: "Logins read by the batched login reads (inboxd_gateway_login_reads_total).",
+	}, func() float64 { _, n := g.logins.Stats(); return float64(n) })
 	g.admit = newAdmission(g.opts.LoginConcurrency, g.opts.LoginRate, admissionMetricsOf(g.metrics))
 	g.web = newWebApp(g)
 	g.sends = newSendTracker(g)

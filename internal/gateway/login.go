@@ -177,6 +177,19 @@ func deviceKind(k string) (string, *wire.Error) {
 	return "", wire.Errorf(pb.ErrorCode_INVALID_ARGUMENT, "device_kind %q: want mobile, desktop or web", k)
 }
 
+// A login's Postgres read goes in a batch with the logins around it
+// (store.LoginBatcher): at most loginFlights batches in flight, each of at
+// most loginBatchMax logins. One login alone leaves at once; in a wave the
+// batches grow, and Postgres pays its per-statement cost per batch. A
+// batch in flight holds a connection of the catch-up pool, which pages
+// and pulls share: half of the pool at most, so that a login wave leaves
+// catch-up reads their share.
+const loginBatchMax = 128
+
+func loginFlights(st *store.Store) int {
+	return max(int(st.Pool.Config().MaxConns)/2, 1)
+}
+
 // openSession reads the revocation covering the device and the first page
 // of its summary (one Postgres round trip), then opens the device's
 // session. The revocation is known before the session registers: a
@@ -186,7 +199,7 @@ func deviceKind(k string) (string, *wire.Error) {
 // and the client retries UNAVAILABLE with backoff.
 func (c *Conn) openSession(id auth.Identity) (*session, uint64, *pb.Summary, bool) {
 	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	ls, err := c.g.st.Login(lctx, id.UID, id.Device)
+	ls, err := c.g.logins.Login(lctx, id.UID, id.Device)
 	cancel()
 	if err != nil {
 		c.loginFailed(wire.Errorf(pb.ErrorCode_UNAVAILABLE, "cannot read the login summary now; retry"), err)

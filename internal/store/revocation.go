@@ -59,59 +59,6 @@ func (s *Store) RevokedAt(ctx context.Context, uid int64, device string) (time.T
 	return *at, nil
 }
 
-// LoginState is what a login reads from Postgres before the session opens.
-type LoginState struct {
-	Convs     []ConvSummary // the first page of the summary (Summary)
-	More      bool
-	RevokedAt time.Time // RevokedAt of the device (zero: none)
-	// Cursor is the device's mirrored cursor (GetDeviceCursor), read with
-	// the rest; CursorFound is false for a device never seen.
-	Cursor      DeviceCursor
-	CursorFound bool
-}
-
-// The revocation covering a device and its mirrored cursor, in one
-// statement (one row, the cursor's columns null for a device never seen).
-const sqlLoginDevice = `
-	SELECT (SELECT max(revoked_at) FROM revocation WHERE uid = $1 AND device IN ($2, '')),
-	       dc.consumer, dc.ack_seq, dc.epoch
-	FROM (VALUES (1)) AS one (x)
-	LEFT JOIN device_cursor dc ON dc.uid = $1 AND dc.device = $2`
-
-// Login reads the first page of uid's summary, the revocation covering
-// device and the device's mirrored cursor, pipelined in one round trip
-// and two statements: the revocation check and the cursor cost a login no
-// round trip of their own (`inboxbench conns`: Postgres took ~250 µs of
-// CPU per login, most of it per statement and round trip, not in the
-// queries, whose execution is ~12 µs together).
-func (s *Store) Login(ctx context.Context, uid int64, device string) (LoginState, error) {
-	var b pgx.Batch
-	b.Queue(sqlLoginDevice, uid, device)
-	b.Queue(sqlSummary, uid, 0, SummaryLimit+1)
-	br := s.Pool.SendBatch(ctx, &b)
-	defer br.Close()
-	st := LoginState{Cursor: DeviceCursor{UID: uid, Device: device}}
-	var at *time.Time
-	var consumer *string
-	var seq, epoch *int64
-	if err := br.QueryRow().Scan(&at, &consumer, &seq, &epoch); err != nil {
-		return st, fmt.Errorf("store: login %d/%q: revocation and cursor: %w", uid, device, err)
-	}
-	if at != nil {
-		st.RevokedAt = *at
-	}
-	if consumer != nil && seq != nil && epoch != nil {
-		st.Cursor.Consumer, st.Cursor.AckSeq, st.Cursor.Epoch = *consumer, uint64(*seq), uint64(*epoch)
-		st.CursorFound = true
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return st, fmt.Errorf("store: login %d: summary: %w", uid, err)
-	}
-	st.Convs, st.More, err = collectSummary(rows, SummaryLimit)
-	return st, err
-}
-
 // The revocations of the last $1 seconds, by the database's clock: the
 // sweep's window is a duration measured on the gateway, so the clocks of
 // the gateway and the database need not agree.

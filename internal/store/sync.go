@@ -48,7 +48,13 @@ const SummaryLimit = 200
 // A conversation whose last message retention removed stays in the
 // summary (it still has unread messages, expired ones): it is ordered by
 // the newest msg_id removed (conv_expiry), which is its last message's.
-const sqlSummary = `
+var sqlSummary = summaryQuery("$1", "$2::bigint", "$3")
+
+// summaryQuery is the summary's query with its uid, keyset bound and limit
+// as SQL expressions: one user's (sqlSummary), or each of a batch of
+// logins' (sqlLoginSummaries).
+func summaryQuery(uid, before, limit string) string {
+	return fmt.Sprintf(`
 	SELECT c.conv_id, c.last_seq - GREATEST(m.read_seq, m.joined_seq) AS unread, c.last_seq,
 	       GREATEST(m.read_seq, m.joined_seq), coalesce(lm.msg_id, e.expired_msg_id, 0) AS last_id,
 	       coalesce(lm.sender_uid, 0), coalesce(left(lm.body, 80), ''), lm.created_at, coalesce(e.expired_seq, 0)
@@ -58,10 +64,11 @@ const sqlSummary = `
 	LEFT JOIN LATERAL (
 		SELECT msg_id, sender_uid, body, created_at FROM msg_content
 		WHERE conv_id = c.conv_id AND conv_seq = c.last_seq) lm ON true
-	WHERE m.uid = $1 AND m.left_seq IS NULL AND c.last_seq > GREATEST(m.read_seq, m.joined_seq)
-	  AND ($2::bigint = 0 OR coalesce(lm.msg_id, e.expired_msg_id, 0) < $2::bigint)
+	WHERE m.uid = %[1]s AND m.left_seq IS NULL AND c.last_seq > GREATEST(m.read_seq, m.joined_seq)
+	  AND (%[2]s = 0 OR coalesce(lm.msg_id, e.expired_msg_id, 0) < %[2]s)
 	ORDER BY last_id DESC
-	LIMIT $3`
+	LIMIT %[3]s`, uid, before, limit)
+}
 
 // Summary returns a page of uid's conversations with anything unread,
 // newest last message first: at most limit of them whose last msg_id is
@@ -89,14 +96,7 @@ func (s *Store) Summary(ctx context.Context, uid, beforeMsgID int64, limit int) 
 func collectSummary(rows pgx.Rows, limit int) (_ []ConvSummary, more bool, _ error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConvSummary, error) {
 		var c ConvSummary
-		var at *time.Time
-		err := r.Scan(&c.ConvID, &c.Unread, &c.LastSeq, &c.ReadSeq, &c.LastMsgID, &c.LastSenderUID, &c.LastPreview, &at, &c.ExpiredUpTo)
-		if at != nil {
-			c.LastAt = *at
-		} else if c.LastMsgID != 0 {
-			c.LastAt = ids.Time(c.LastMsgID) // the last message expired: its id tells its time
-		}
-		return c, err
+		return c, scanSummary(r, &c)
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("store: summary: %w", err)
@@ -105,6 +105,19 @@ func collectSummary(rows pgx.Rows, limit int) (_ []ConvSummary, more bool, _ err
 		return out[:limit], true, nil
 	}
 	return out, false, nil
+}
+
+// scanSummary scans a row of summaryQuery into c, after the columns of
+// before (a batch's row numbers).
+func scanSummary(r pgx.Row, c *ConvSummary, before ...any) error {
+	var at *time.Time
+	err := r.Scan(append(before, &c.ConvID, &c.Unread, &c.LastSeq, &c.ReadSeq, &c.LastMsgID, &c.LastSenderUID, &c.LastPreview, &at, &c.ExpiredUpTo)...)
+	if at != nil {
+		c.LastAt = *at
+	} else if c.LastMsgID != 0 {
+		c.LastAt = ids.Time(c.LastMsgID) // the last message expired: its id tells its time
+	}
+	return err
 }
 
 // ExplainSummary returns the query plan of Summary's first page (for

@@ -1,0 +1,137 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/internal/testenv"
+)
+
+// Logins that wait while a batch is in flight leave together in the next
+// one, and each gets its own device's state: its revocation, its mirrored
+// cursor (or none) and its summary's first page (More past SummaryLimit),
+// the same as the single-purpose reads (RevokedAt, GetDeviceCursor,
+// Summary) give. The first batch is held in Postgres by a lock on
+// device_cursor, so the second one's size does not depend on timing.
+func TestLoginBatcherAnswersEachLoginOfABatch(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	// uid 100+u is in 10*u conversations (u = 1..20), unread by 1 or 2;
+	// uid 120 in 200, so its first page is full: 201 for uid 121 gives More.
+	_, err := st.Pool.Exec(ctx, `
+		INSERT INTO conversation (conv_id, kind, last_seq)
+		  SELECT u * 1000 + g, 2, 3 FROM generate_series(1, 21) u, generate_series(1, CASE WHEN u = 21 THEN 201 ELSE 10 * u END) g;
+		INSERT INTO conv_member (conv_id, uid, read_seq) SELECT conv_id, 100 + conv_id / 1000, 1 + conv_id % 2 FROM conversation;
+		INSERT INTO msg_content (msg_id, conv_id, conv_seq, sender_uid, sender_device, client_msg_id, kind, body, created_at)
+		  SELECT conv_id * 10 + 3, conv_id, 3, 1, 'd', 'c' || conv_id, 1, 'last of ' || conv_id, '2026-01-01T00:00:00Z' FROM conversation;
+		ANALYZE`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []store.LoginKey
+	for u := int64(101); u <= 121; u++ {
+		keys = append(keys, store.LoginKey{UID: u, Device: fmt.Sprint("dev", u%3)})
+	}
+	keys = append(keys, store.LoginKey{UID: 105, Device: "other"}, store.LoginKey{UID: 999, Device: "nobody"})
+	for i, k := range keys {
+		if i%2 == 0 {
+			if err := st.SaveDeviceCursors(ctx, []store.DeviceCursor{{UID: k.UID, Device: k.Device, Consumer: fmt.Sprint("d_", k.UID), AckSeq: uint64(k.UID * 7), Epoch: 2}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%3 == 0 {
+			if _, err := st.Revoke(ctx, k.UID, k.Device); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := st.Revoke(ctx, 110, ""); err != nil { // every device of 110
+		t.Fatal(err)
+	}
+
+	lock, err := st.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, `LOCK TABLE device_cursor IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	b := store.NewLoginBatcher(st, 1, 64)
+	got := make([]store.LoginState, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	login := func(i int) {
+		defer wg.Done()
+		got[i], errs[i] = b.Login(ctx, keys[i].UID, keys[i].Device)
+	}
+	wg.Add(1)
+	go login(0)
+	waitUntil(t, "the first login's batch in flight", func() bool { return b.Waiting() == 0 && pgWaitsOnLock(t, st) })
+	for i := 1; i < len(keys); i++ {
+		wg.Add(1)
+		go login(i)
+	}
+	waitUntil(t, "every other login waiting", func() bool { return b.Waiting() == len(keys)-1 })
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if batches, logins := b.Stats(); batches != 2 || logins != int64(len(keys)) {
+		t.Fatalf("%d logins sent in %d batches carrying %d, want 2 batches", len(keys), batches, logins)
+	}
+
+	for i, k := range keys {
+		if errs[i] != nil {
+			t.Fatalf("login %d/%s: %v", k.UID, k.Device, errs[i])
+		}
+		at, err := st.RevokedAt(ctx, k.UID, k.Device)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, found, err := st.GetDeviceCursor(ctx, k.UID, k.Device)
+		if err != nil {
+			t.Fatal(err)
+		}
+		convs, more, err := st.Summary(ctx, k.UID, 0, store.SummaryLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := got[i]
+		if !g.RevokedAt.Equal(at) || g.CursorFound != found || g.Cursor.UID != k.UID || g.Cursor.Device != k.Device || (found && g.Cursor != cur) {
+			t.Fatalf("login %d/%s: revoked %v cursor %+v (found %v); want revoked %v cursor %+v (found %v)", k.UID, k.Device, g.RevokedAt, g.Cursor, g.CursorFound, at, cur, found)
+		}
+		if g.More != more || len(g.Convs) != len(convs) || (len(convs) > 0 && !reflect.DeepEqual(g.Convs, convs)) {
+			t.Fatalf("login %d/%s: %d conversations (more %v), want the summary's %d (more %v)", k.UID, k.Device, len(g.Convs), g.More, len(convs), more)
+		}
+	}
+	if g := got[len(keys)-3]; !g.More || len(g.Convs) != store.SummaryLimit { // uid 121
+		t.Fatalf("uid 121: %d conversations, more %v; want a full page and more", len(g.Convs), g.More)
+	}
+	if g := got[9]; g.RevokedAt.IsZero() { // uid 110, revoked as a user
+		t.Fatal("uid 110's user revocation is not read")
+	}
+}
+
+// pgWaitsOnLock reports whether a backend waits for a lock.
+func pgWaitsOnLock(t *testing.T, st *store.Store) bool {
+	var n int
+	if err := st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
