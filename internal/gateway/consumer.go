@@ -124,7 +124,7 @@ func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedCons
 	// unanswered the login is refused UNAVAILABLE and the client retries.
 	ictx, icancel := context.WithTimeout(ctx, consumerInfoTimeout)
 	dc.req(opLookup)
-	cons, err := dc.js.Consumer(ictx, dc.stream, dc.name)
+	cs, err := dc.state(ictx)
 	icancel()
 	if offline(err) || (err != nil && natsconn.Unanswered(err) && ctx.Err() == nil) {
 		err = dc.dropOffline(ctx, err) // ErrConsumerNotFound once dropped: created below
@@ -136,7 +136,7 @@ func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedCons
 	mirror, found := mr.c, mr.found
 	// A mirror of another stream epoch is a position in the current stream
 	// only up to the epoch's start (epoch.go).
-	useMirror := found && (errors.Is(err, jetstream.ErrConsumerNotFound) || (err == nil && mirror.AckSeq > cons.CachedInfo().AckFloor.Stream))
+	useMirror := found && (errors.Is(err, jetstream.ErrConsumerNotFound) || (err == nil && mirror.AckSeq > cs.AckFloor.Stream))
 	ep, mirror, eerr := dc.epochForOpen(ctx, mirror, useMirror)
 	if eerr != nil {
 		return openedConsumer{}, fmt.Errorf("device consumer %s: %w", dc.name, eerr)
@@ -160,13 +160,17 @@ func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedCons
 			return openedConsumer{}, cerr
 		}
 		dc.req(opCreate)
+		var cons jetstream.Consumer
 		cons, err = dc.js.CreateConsumer(ctx, dc.stream, cfg)
-		if err == nil && !found {
-			err = dc.newDeviceCap(ctx, cons)
+		if err == nil {
+			cs = stateOf(cons.CachedInfo())
+			if !found {
+				err = dc.newDeviceCap(ctx, cs.AckFloor.Stream)
+			}
 		}
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			dc.req(opLookup)
-			cons, err = dc.js.Consumer(ctx, dc.stream, dc.name) // another gateway was quicker
+			cs, err = dc.state(ctx) // another gateway was quicker
 		}
 	}
 	if err != nil {
@@ -177,7 +181,7 @@ func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedCons
 	// no reset: skipping it spares the server a state file write, which it
 	// does inline for every reset (a reconnect wave measured 800 logins/s
 	// with the reset, most of the NATS server's CPU in writing those files).
-	info := cons.CachedInfo()
+	info := cs
 	nextDseq := info.Delivered.Consumer + 1
 	resetSeq := uint64(0)
 	if created || info.NumAckPending > 0 || info.Delivered.Stream != info.AckFloor.Stream {
@@ -186,7 +190,7 @@ func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedCons
 		if err != nil {
 			return openedConsumer{}, fmt.Errorf("reset consumer %s: %w", dc.name, err)
 		}
-		info, resetSeq, nextDseq = r.ConsumerInfo, r.ResetSeq, 1
+		info, resetSeq, nextDseq = stateOf(r.ConsumerInfo), r.ResetSeq, 1
 	}
 	cursor := info.AckFloor.Stream
 	if found && cursor > mirror.AckSeq {
@@ -232,14 +236,14 @@ func (dc *deviceConsumer) firstSeq(ctx context.Context) (uint64, error) {
 	return s.CachedInfo().State.FirstSeq, nil
 }
 
-// newDeviceCap moves a new device's cursor up so that at most
-// NewDeviceMax entries are ahead of it.
-func (dc *deviceConsumer) newDeviceCap(ctx context.Context, cons jetstream.Consumer) error {
+// newDeviceCap moves a new device's cursor (its ack floor is floor) up so
+// that at most NewDeviceMax entries are ahead of it.
+func (dc *deviceConsumer) newDeviceCap(ctx context.Context, floor uint64) error {
 	nth, ok, err := dc.cursors.NthNewestSeq(ctx, dc.uid, dc.opts.newDeviceMax)
 	if err != nil || !ok {
 		return err
 	}
-	if floor := cons.CachedInfo().AckFloor.Stream; nth-1 > floor {
+	if nth-1 > floor {
 		dc.req(opResetTo)
 		_, err = dc.js.ResetConsumerToSequence(ctx, dc.stream, dc.name, nth)
 	}
@@ -331,7 +335,7 @@ func (dc *deviceConsumer) lost(ctx context.Context, err error) bool {
 		}
 		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		dc.req(opLookup)
-		_, err = dc.js.Consumer(ictx, dc.stream, dc.name)
+		_, err = dc.state(ictx)
 		cancel()
 		if err == nil || !offline(err) {
 			return err != nil && gone(err)
@@ -354,15 +358,10 @@ func (dc *deviceConsumer) recreate(ctx context.Context, cursor uint64) error {
 	return nil
 }
 
-// info reads the consumer's state from the server. The handle the lookup
-// returns is dropped: a session keeps no jetstream.Consumer (pull.go).
-func (dc *deviceConsumer) info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+// info reads the consumer's state from the server (consumerinfo.go).
+func (dc *deviceConsumer) info(ctx context.Context) (consumerState, error) {
 	dc.req(opInfo)
-	c, err := dc.js.Consumer(ctx, dc.stream, dc.name)
-	if err != nil {
-		return nil, err
-	}
-	return c.CachedInfo(), nil
+	return dc.state(ctx)
 }
 
 // fetch pulls up to n deliveries.

@@ -1,0 +1,331 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A device consumer's state read with the core NATS client rather than
+// through jetstream.Consumer (as pulls are, pull.go). A login and the
+// tail's NumPending need five numbers of the consumer's info; the
+// jetstream package decodes the whole ConsumerInfo (its config with a
+// time.Duration per field, the cluster and its replicas, the metadata
+// map, three timestamps) and wraps it in a handle with a mutex, which in
+// a wave of returning devices was 12 % of the gateway's CPU
+// (docs/benchmarks.md, "Where a login's time goes now"). The request is
+// the same ($JS.API.CONSUMER.INFO.<stream>.<consumer>, no body), and its
+// errors are the jetstream package's: ErrConsumerNotFound for a consumer
+// that is not there, the server's *jetstream.APIError for the others (an
+// offline consumer's among them: offline), the NATS client's for a
+// request nobody answered (natsconn.Unanswered).
+
+// consumerState is what the gateway reads of a consumer's info: the
+// fields of jetstream.ConsumerInfo of the same names.
+type consumerState struct {
+	Delivered     seqPair `json:"delivered"`
+	AckFloor      seqPair `json:"ack_floor"`
+	NumAckPending int     `json:"num_ack_pending"`
+	NumPending    uint64  `json:"num_pending"`
+}
+
+// seqPair is jetstream.SequenceInfo without its last_active time.
+type seqPair struct {
+	Consumer uint64 `json:"consumer_seq"`
+	Stream   uint64 `json:"stream_seq"`
+}
+
+// stateOf is the consumerState of a ConsumerInfo the jetstream package
+// returned (a created or reset consumer).
+func stateOf(ci *jetstream.ConsumerInfo) consumerState {
+	return consumerState{
+		Delivered:     seqPair{ci.Delivered.Consumer, ci.Delivered.Stream},
+		AckFloor:      seqPair{ci.AckFloor.Consumer, ci.AckFloor.Stream},
+		NumAckPending: ci.NumAckPending,
+		NumPending:    ci.NumPending,
+	}
+}
+
+// consumerInfoSubject is the request subject of stream's consumer's info.
+func consumerInfoSubject(stream, consumer string) string {
+	return "$JS.API.CONSUMER.INFO." + stream + "." + consumer
+}
+
+// state reads the consumer's state from its server.
+func (dc *deviceConsumer) state(ctx context.Context) (consumerState, error) {
+	m, err := dc.nc.RequestWithContext(ctx, consumerInfoSubject(dc.stream, dc.name), nil)
+	if err != nil {
+		return consumerState{}, err
+	}
+	return parseConsumerInfo(m.Data)
+}
+
+// parseConsumerInfo reads a CONSUMER.INFO answer: its top-level members
+// are walked and only the five numbers, the type and the error are read;
+// the rest (about 1 KB: the config echoed, the cluster) is skipped
+// without being decoded. encoding/json, even into a struct of the five
+// fields, validates and walks the whole answer with its reflection: it
+// was still 13 % of the gateway's CPU in a login wave, this is a tenth
+// of it (BenchmarkConsumerInfoAnswer). Every valid JSON answer is read
+// as encoding/json reads it into those fields, an error where it gives
+// one (FuzzParseConsumerInfo); an invalid one is an error or read as
+// best it can be, never a panic.
+func parseConsumerInfo(data []byte) (consumerState, error) {
+	// The members' values first (of a key given twice, the last, as
+	// encoding/json keeps it), then read.
+	var typ, apiErr, delivered, ackFloor, ackPending, pending []byte
+	err := eachMember(data, func(key, val []byte) error {
+		switch string(key) {
+		case "type":
+			typ = val
+		case "error":
+			apiErr = val
+		case "delivered":
+			delivered = val
+		case "ack_floor":
+			ackFloor = val
+		case "num_ack_pending":
+			ackPending = val
+		case "num_pending":
+			pending = val
+		}
+		return nil
+	})
+	var st consumerState
+	var errs [4]error
+	st.Delivered, errs[0] = parseSeqPair(delivered)
+	st.AckFloor, errs[1] = parseSeqPair(ackFloor)
+	st.NumAckPending, errs[2] = parseInt(ackPending)
+	st.NumPending, errs[3] = parseCount(pending)
+	if err := errors.Join(err, errs[0], errs[1], errs[2], errs[3]); err != nil {
+		return consumerState{}, fmt.Errorf("consumer info: %w", err)
+	}
+	if apiErr != nil && string(apiErr) != "null" {
+		var e jetstream.APIError
+		if err := json.Unmarshal(apiErr, &e); err != nil {
+			return consumerState{}, fmt.Errorf("consumer info: error: %w", err)
+		}
+		if e.ErrorCode == jetstream.JSErrCodeConsumerNotFound {
+			return consumerState{}, jetstream.ErrConsumerNotFound
+		}
+		return consumerState{}, &e
+	}
+	if t, ok := unquote(typ); !ok || t != consumerInfoType {
+		return consumerState{}, fmt.Errorf("consumer info: an answer of type %.60s", typ)
+	}
+	return st, nil
+}
+
+// consumerInfoType is the type of a CONSUMER.INFO answer (nats-server's
+// JSApiConsumerInfoResponseType).
+const consumerInfoType = "io.nats.jetstream.api.v1.consumer_info_response"
+
+// parseSeqPair reads a SequenceInfo object's two sequences (null or
+// absent: none).
+func parseSeqPair(val []byte) (seqPair, error) {
+	if val == nil || string(val) == "null" {
+		return seqPair{}, nil
+	}
+	var c, st []byte
+	err := eachMember(val, func(key, v []byte) error {
+		switch string(key) {
+		case "consumer_seq":
+			c = v
+		case "stream_seq":
+			st = v
+		}
+		return nil
+	})
+	var p seqPair
+	var errC, errS error
+	p.Consumer, errC = parseCount(c)
+	p.Stream, errS = parseCount(st)
+	return p, errors.Join(err, errC, errS)
+}
+
+// parseCount reads a JSON number that is a non-negative integer (null or
+// absent: 0).
+func parseCount(val []byte) (uint64, error) {
+	if val == nil || string(val) == "null" {
+		return 0, nil
+	}
+	if len(val) == 0 || len(val) > 20 {
+		return 0, fmt.Errorf("not a count: %.24q", val)
+	}
+	var n uint64
+	for _, c := range val {
+		d := uint64(c - '0')
+		if d > 9 || n > (math.MaxUint64-d)/10 {
+			return 0, fmt.Errorf("not a count: %.24q", val)
+		}
+		n = n*10 + d
+	}
+	return n, nil
+}
+
+// parseInt reads a JSON number that is an integer (null or absent: 0).
+func parseInt(val []byte) (int, error) {
+	neg := len(val) > 0 && val[0] == '-'
+	if neg {
+		val = val[1:]
+		if string(val) == "null" {
+			return 0, errors.New("not an integer: -null")
+		}
+	}
+	u, err := parseCount(val)
+	switch {
+	case err != nil:
+		return 0, err
+	case !neg && u > math.MaxInt:
+		return 0, fmt.Errorf("%s: too big", val)
+	case neg && u > math.MaxInt+1:
+		return 0, fmt.Errorf("-%s: too small", val)
+	case neg:
+		return int(-u), nil
+	}
+	return int(u), nil
+}
+
+// unquote returns the string a JSON string's bytes (quotes included)
+// stand for; only one with escapes is decoded.
+func unquote(q []byte) (string, bool) {
+	if len(q) < 2 || q[0] != '"' {
+		return "", false
+	}
+	if !slices.Contains(q, '\\') {
+		return string(q[1 : len(q)-1]), true
+	}
+	var s string
+	err := json.Unmarshal(q, &s)
+	return s, err == nil
+}
+
+// eachMember calls f with each member of the JSON object data: its key
+// (unescaped) and its value's bytes, whitespace trimmed. Values are skipped by their structure (strings, with their
+// escapes, and nested objects and arrays), not validated; a truncated or
+// misshapen object is an error.
+func eachMember(data []byte, f func(key, val []byte) error) error {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return errors.New("not a JSON object")
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return trailing(data, i+1)
+	}
+	for {
+		if i == len(data) || data[i] != '"' {
+			return errors.New("a member without a quoted key")
+		}
+		end, err := skipString(data, i)
+		if err != nil {
+			return err
+		}
+		key := data[i+1 : end-1]
+		if slices.Contains(key, '\\') {
+			k, ok := unquote(data[i:end])
+			if !ok {
+				return fmt.Errorf("a bad key %.40s", data[i:end])
+			}
+			key = []byte(k)
+		}
+		i = skipSpace(data, end)
+		if i == len(data) || data[i] != ':' {
+			return fmt.Errorf("member %q without a colon", key)
+		}
+		i = skipSpace(data, i+1)
+		vend, err := skipValue(data, i)
+		if err != nil {
+			return fmt.Errorf("member %q: %w", key, err)
+		}
+		if err := f(key, data[i:vend]); err != nil {
+			return err
+		}
+		i = skipSpace(data, vend)
+		if i == len(data) {
+			return errors.New("an object not closed")
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return trailing(data, i+1)
+		default:
+			return fmt.Errorf("%q after member %q", data[i], key)
+		}
+	}
+}
+
+// trailing says whether anything but whitespace follows an object's end.
+func trailing(data []byte, i int) error {
+	if skipSpace(data, i) != len(data) {
+		return errors.New("data after the object")
+	}
+	return nil
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index past the string starting at data[i] (a
+// quote).
+func skipString(data []byte, i int) (int, error) {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++ // the escaped byte (of \uXXXX, the u: its hex digits are plain)
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return 0, errors.New("a string not closed")
+}
+
+// skipValue returns the index past the value starting at data[i].
+func skipValue(data []byte, i int) (int, error) {
+	if i == len(data) {
+		return 0, errors.New("a value missing")
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				end, err := skipString(data, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errors.New("an object or array not closed")
+	case ',', '}', ']', ':':
+		return 0, fmt.Errorf("a value missing before %q", data[i])
+	}
+	// A number or a literal: up to the next delimiter.
+	j := i
+	for j < len(data) && !strings.ContainsRune(",}] \t\n\r", rune(data[j])) {
+		j++
+	}
+	return j, nil
+}
