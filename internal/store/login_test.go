@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -133,5 +134,81 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// A batch that fails (its Postgres backend killed mid-read) fails its
+// logins at once with the error, never with an empty state; a login whose
+// caller gave up returns at once though its batch is still to come; and
+// the batcher goes on: the logins waiting meanwhile leave in the next
+// batch and get their state.
+func TestLoginBatcherFailsABatchAndGoesOn(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	if err := st.SaveDeviceCursors(ctx, []store.DeviceCursor{{UID: 7, Device: "c", Consumer: "d_7_c", AckSeq: 70, Epoch: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := st.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, `LOCK TABLE device_cursor IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	b := store.NewLoginBatcher(st, 1, 64)
+	type result struct {
+		st  store.LoginState
+		err error
+	}
+	a, bc, c := make(chan result, 1), make(chan result, 1), make(chan result, 1)
+	go func() { s, err := b.Login(ctx, 5, "a"); a <- result{s, err} }()
+	waitUntil(t, "the first login's batch in flight", func() bool { return b.Waiting() == 0 && pgWaitsOnLock(t, st) })
+	gaveUp, cancel := context.WithCancel(ctx)
+	go func() { s, err := b.Login(gaveUp, 6, "b"); bc <- result{s, err} }()
+	go func() { s, err := b.Login(ctx, 7, "c"); c <- result{s, err} }()
+	waitUntil(t, "two logins waiting", func() bool { return b.Waiting() == 2 })
+
+	cancel()
+	select {
+	case r := <-bc:
+		if !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("a login whose caller gave up: %+v, %v; want context.Canceled", r.st, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a login whose caller gave up still waits for its batch")
+	}
+
+	var killed int
+	if err := lock.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("terminated %d backends (%v), want the batch's 1", killed, err)
+	}
+	select {
+	case r := <-a:
+		if r.err == nil {
+			t.Fatalf("the login of the killed batch: %+v, no error", r.st)
+		}
+		t.Logf("the login of the killed batch: %v", r.err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the login of the killed batch is not answered")
+	}
+	waitUntil(t, "the next batch in flight", func() bool { return b.Waiting() == 0 && pgWaitsOnLock(t, st) })
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-c:
+		want := store.DeviceCursor{UID: 7, Device: "c", Consumer: "d_7_c", AckSeq: 70, Epoch: 1}
+		if r.err != nil || !r.st.CursorFound || r.st.Cursor != want {
+			t.Fatalf("the login waiting behind the killed batch: %+v, %v; want its cursor %+v", r.st, r.err, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the login waiting behind the killed batch is not answered: the batcher stopped")
+	}
+	if batches, logins := b.Stats(); batches != 2 || logins != 3 {
+		t.Fatalf("%d batches carrying %d logins, want 2 carrying 3", batches, logins)
+	}
+	if _, err := b.Login(ctx, 8, "d"); err != nil {
+		t.Fatalf("a login after the failed batch: %v", err)
 	}
 }
