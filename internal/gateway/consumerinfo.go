@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inboxd/inboxd/internal/jsonscan"
 )
 
 // A device consumer's state read with the core NATS client rather than
@@ -80,7 +80,7 @@ func parseConsumerInfo(data []byte) (consumerState, error) {
 	// The members' values first (of a key given twice, the last, as
 	// encoding/json keeps it), then read.
 	var typ, apiErr, delivered, ackFloor, ackPending, pending []byte
-	err := eachMember(data, func(key, val []byte) error {
+	err := jsonscan.EachMember(data, func(key, val []byte) error {
 		switch string(key) {
 		case "type":
 			typ = val
@@ -116,7 +116,7 @@ func parseConsumerInfo(data []byte) (consumerState, error) {
 		}
 		return consumerState{}, &e
 	}
-	if t, ok := unquote(typ); !ok || t != consumerInfoType {
+	if t, ok := jsonscan.Unquote(typ); !ok || t != consumerInfoType {
 		return consumerState{}, fmt.Errorf("consumer info: an answer of type %.60s", typ)
 	}
 	return st, nil
@@ -133,7 +133,7 @@ func parseSeqPair(val []byte) (seqPair, error) {
 		return seqPair{}, nil
 	}
 	var c, st []byte
-	err := eachMember(val, func(key, v []byte) error {
+	err := jsonscan.EachMember(val, func(key, v []byte) error {
 		switch string(key) {
 		case "consumer_seq":
 			c = v
@@ -190,142 +190,4 @@ func parseInt(val []byte) (int, error) {
 		return int(-u), nil
 	}
 	return int(u), nil
-}
-
-// unquote returns the string a JSON string's bytes (quotes included)
-// stand for; only one with escapes is decoded.
-func unquote(q []byte) (string, bool) {
-	if len(q) < 2 || q[0] != '"' {
-		return "", false
-	}
-	if !slices.Contains(q, '\\') {
-		return string(q[1 : len(q)-1]), true
-	}
-	var s string
-	err := json.Unmarshal(q, &s)
-	return s, err == nil
-}
-
-// eachMember calls f with each member of the JSON object data: its key
-// (unescaped) and its value's bytes, whitespace trimmed. Values are skipped by their structure (strings, with their
-// escapes, and nested objects and arrays), not validated; a truncated or
-// misshapen object is an error.
-func eachMember(data []byte, f func(key, val []byte) error) error {
-	i := skipSpace(data, 0)
-	if i == len(data) || data[i] != '{' {
-		return errors.New("not a JSON object")
-	}
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		return trailing(data, i+1)
-	}
-	for {
-		if i == len(data) || data[i] != '"' {
-			return errors.New("a member without a quoted key")
-		}
-		end, err := skipString(data, i)
-		if err != nil {
-			return err
-		}
-		key := data[i+1 : end-1]
-		if slices.Contains(key, '\\') {
-			k, ok := unquote(data[i:end])
-			if !ok {
-				return fmt.Errorf("a bad key %.40s", data[i:end])
-			}
-			key = []byte(k)
-		}
-		i = skipSpace(data, end)
-		if i == len(data) || data[i] != ':' {
-			return fmt.Errorf("member %q without a colon", key)
-		}
-		i = skipSpace(data, i+1)
-		vend, err := skipValue(data, i)
-		if err != nil {
-			return fmt.Errorf("member %q: %w", key, err)
-		}
-		if err := f(key, data[i:vend]); err != nil {
-			return err
-		}
-		i = skipSpace(data, vend)
-		if i == len(data) {
-			return errors.New("an object not closed")
-		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case '}':
-			return trailing(data, i+1)
-		default:
-			return fmt.Errorf("%q after member %q", data[i], key)
-		}
-	}
-}
-
-// trailing says whether anything but whitespace follows an object's end.
-func trailing(data []byte, i int) error {
-	if skipSpace(data, i) != len(data) {
-		return errors.New("data after the object")
-	}
-	return nil
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index past the string starting at data[i] (a
-// quote).
-func skipString(data []byte, i int) (int, error) {
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			j++ // the escaped byte (of \uXXXX, the u: its hex digits are plain)
-		case '"':
-			return j + 1, nil
-		}
-	}
-	return 0, errors.New("a string not closed")
-}
-
-// skipValue returns the index past the value starting at data[i].
-func skipValue(data []byte, i int) (int, error) {
-	if i == len(data) {
-		return 0, errors.New("a value missing")
-	}
-	switch data[i] {
-	case '"':
-		return skipString(data, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(data); j++ {
-			switch data[j] {
-			case '"':
-				end, err := skipString(data, j)
-				if err != nil {
-					return 0, err
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, nil
-				}
-			}
-		}
-		return 0, errors.New("an object or array not closed")
-	case ',', '}', ']', ':':
-		return 0, fmt.Errorf("a value missing before %q", data[i])
-	}
-	// A number or a literal: up to the next delimiter.
-	j := i
-	for j < len(data) && !strings.ContainsRune(",}] \t\n\r", rune(data[j])) {
-		j++
-	}
-	return j, nil
 }

@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/streams"
-	"github.com/inboxd/inboxd/internal/testenv"
 )
 
 // The consumer's state read with the core client gives the numbers the
@@ -22,16 +20,7 @@ import (
 // login creates it), and a malformed answer is an error, never a zero
 // state.
 func TestConsumerStateMatchesTheJetStreamPackage(t *testing.T) {
-	n := testenv.StartNATS(t)
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := testJetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CIT", Subjects: []string{"cit.>"}}); err != nil {
@@ -103,16 +92,7 @@ func TestConsumerStateMatchesTheJetStreamPackage(t *testing.T) {
 // the jetstream package (its lookup: the whole ConsumerInfo and a handle)
 // and by state.
 func BenchmarkConsumerInfoAnswer(b *testing.B) {
-	n := testenv.StartNATS(b)
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	nc, js := testJetStream(b)
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: streams.InboxStream(0), Subjects: []string{streams.InboxSubject(0, 42)}}); err != nil {
 		b.Fatal(err)
