@@ -136,9 +136,10 @@ func (s *Store) Logins(ctx context.Context, keys []LoginKey) ([]LoginState, erro
 // alone costs no wait (it leaves at once), and in a login wave each batch
 // carries the logins that arrived while the previous ones were in flight,
 // so the per-statement cost is paid per batch instead of per login. No
-// timer, no goroutine of its own: the login that finds a free flight
-// sends the batch, and a flight that finds logins waiting when it lands
-// goes on with them on a new goroutine.
+// timer and no goroutine of its own: a login that finds a free flight
+// starts it (a goroutine for the batch, so that this login's caller can
+// give up like any other), and a flight that finds logins waiting when it
+// lands goes on with them.
 type LoginBatcher struct {
 	st       *Store
 	flights  int
@@ -180,7 +181,7 @@ func (b *LoginBatcher) Login(ctx context.Context, uid int64, device string) (Log
 	}
 	b.mu.Unlock()
 	if fly {
-		b.fly()
+		go b.fly()
 	}
 	select {
 	case <-c.done:
@@ -190,10 +191,17 @@ func (b *LoginBatcher) Login(ctx context.Context, uid int64, device string) (Log
 	}
 }
 
-// fly sends one batch of the waiting logins and answers them; logins that
-// came while it flew go in the next batch, on a new goroutine, so that the
-// login that sent this one returns with its answer.
+// fly sends batches of the waiting logins and answers them, until none
+// waits.
 func (b *LoginBatcher) fly() {
+	for b.flyOnce() {
+	}
+}
+
+// flyOnce sends one batch of the waiting logins and answers them. It
+// reports whether logins are waiting still (the flight goes on); if not,
+// the flight has landed.
+func (b *LoginBatcher) flyOnce() bool {
 	b.mu.Lock()
 	n := min(len(b.waiting), b.maxBatch)
 	batch := make([]*loginCall, n)
@@ -227,9 +235,7 @@ func (b *LoginBatcher) fly() {
 		b.flying--
 	}
 	b.mu.Unlock()
-	if more {
-		go b.fly()
-	}
+	return more
 }
 
 // Stats returns how many batches were sent and the logins they carried.

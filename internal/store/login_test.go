@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/testenv"
 )
@@ -55,14 +57,7 @@ func TestLoginBatcherAnswersEachLoginOfABatch(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lock, err := st.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, `LOCK TABLE device_cursor IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	lock := lockDeviceCursor(t, st)
 	b := store.NewLoginBatcher(st, 1, 64)
 	got := make([]store.LoginState, len(keys))
 	errs := make([]error, len(keys))
@@ -119,6 +114,23 @@ func TestLoginBatcherAnswersEachLoginOfABatch(t *testing.T) {
 	}
 }
 
+// lockDeviceCursor holds device_cursor locked in a transaction until it
+// is rolled back (or the test ends): a login batch read then waits in
+// Postgres.
+func lockDeviceCursor(t *testing.T, st *store.Store) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	lock, err := st.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Rollback(ctx) })
+	if _, err := lock.Exec(ctx, `LOCK TABLE device_cursor IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return lock
+}
+
 // pgWaitsOnLock reports whether a backend waits for a lock.
 func pgWaitsOnLock(t *testing.T, st *store.Store) bool {
 	var n int
@@ -148,14 +160,7 @@ func TestLoginBatcherFailsABatchAndGoesOn(t *testing.T) {
 	if err := st.SaveDeviceCursors(ctx, []store.DeviceCursor{{UID: 7, Device: "c", Consumer: "d_7_c", AckSeq: 70, Epoch: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	lock, err := st.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, `LOCK TABLE device_cursor IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	lock := lockDeviceCursor(t, st)
 	b := store.NewLoginBatcher(st, 1, 64)
 	type result struct {
 		st  store.LoginState
@@ -210,5 +215,35 @@ func TestLoginBatcherFailsABatchAndGoesOn(t *testing.T) {
 	}
 	if _, err := b.Login(ctx, 8, "d"); err != nil {
 		t.Fatalf("a login after the failed batch: %v", err)
+	}
+}
+
+// The login that starts a batch is a caller like the others: when it
+// gives up, it returns at once, while its batch still waits in Postgres,
+// and the batch's end is not its business (the flight lands on its own).
+func TestLoginBatcherSenderCanGiveUp(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	lock := lockDeviceCursor(t, st)
+	b := store.NewLoginBatcher(st, 1, 64)
+	gaveUp, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := b.Login(gaveUp, 5, "a"); done <- err }()
+	waitUntil(t, "the login's batch in flight", func() bool { return b.Waiting() == 0 && pgWaitsOnLock(t, st) })
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the sender that gave up: %v, want context.Canceled", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the login that sent the batch waits for it though its caller gave up")
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the abandoned batch answered", func() bool { n, _ := b.Stats(); return n == 1 })
+	if _, err := b.Login(ctx, 6, "b"); err != nil {
+		t.Fatalf("a login after the abandoned one: %v", err)
 	}
 }
