@@ -157,15 +157,12 @@ func plainAudience(val []byte) (jwt.ClaimStrings, bool) {
 // plainDate returns the NumericDate of a whole number of seconds, as
 // golang-jwt makes it of the same number.
 func plainDate(val []byte) (*jwt.NumericDate, bool) {
-	if len(val) == 0 || len(val) > 12 || (val[0] == '0' && len(val) > 1) {
+	if len(val) > 12 || (len(val) > 1 && val[0] == '0') {
+		return nil, false // past 2^53 a float64 is not exact; 0… is not JSON
+	}
+	n, ok := jsonscan.Uint(val)
+	if !ok {
 		return nil, false
 	}
-	var n int64
-	for _, b := range val {
-		if b < '0' || b > '9' {
-			return nil, false
-		}
-		n = n*10 + int64(b-'0')
-	}
-	return jwt.NewNumericDate(time.Unix(n, 0)), true
+	return jwt.NewNumericDate(time.Unix(int64(n), 0)), true
 }

@@ -29,16 +29,15 @@ import (
 // consumerState is what the gateway reads of a consumer's info: the
 // fields of jetstream.ConsumerInfo of the same names.
 type consumerState struct {
-	Delivered     seqPair `json:"delivered"`
-	AckFloor      seqPair `json:"ack_floor"`
-	NumAckPending int     `json:"num_ack_pending"`
-	NumPending    uint64  `json:"num_pending"`
+	Delivered     seqPair
+	AckFloor      seqPair
+	NumAckPending int
+	NumPending    uint64
 }
 
 // seqPair is jetstream.SequenceInfo without its last_active time.
 type seqPair struct {
-	Consumer uint64 `json:"consumer_seq"`
-	Stream   uint64 `json:"stream_seq"`
+	Consumer, Stream uint64
 }
 
 // stateOf is the consumerState of a ConsumerInfo the jetstream package
@@ -155,16 +154,9 @@ func parseCount(val []byte) (uint64, error) {
 	if val == nil || string(val) == "null" {
 		return 0, nil
 	}
-	if len(val) == 0 || len(val) > 20 {
+	n, ok := jsonscan.Uint(val)
+	if !ok {
 		return 0, fmt.Errorf("not a count: %.24q", val)
-	}
-	var n uint64
-	for _, c := range val {
-		d := uint64(c - '0')
-		if d > 9 || n > (math.MaxUint64-d)/10 {
-			return 0, fmt.Errorf("not a count: %.24q", val)
-		}
-		n = n*10 + d
 	}
 	return n, nil
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -25,6 +26,23 @@ func Unquote(q []byte) (string, bool) {
 	var s string
 	err := json.Unmarshal(q, &s)
 	return s, err == nil
+}
+
+// Uint reads a JSON number that is a non-negative integer within uint64:
+// digits only (no sign, fraction or exponent).
+func Uint(val []byte) (uint64, bool) {
+	if len(val) == 0 || len(val) > 20 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range val {
+		d := uint64(c - '0')
+		if d > 9 || n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }
 
 // EachMember calls f with each member of the JSON object data: its key

@@ -36,3 +36,17 @@ func TestEachMember(t *testing.T) {
 		}
 	}
 }
+
+// Uint takes digits within uint64 and nothing else.
+func TestUint(t *testing.T) {
+	for in, want := range map[string]uint64{"0": 0, "7": 7, "18446744073709551615": 1<<64 - 1} {
+		if got, ok := Uint([]byte(in)); !ok || got != want {
+			t.Errorf("%s: %d, %v", in, got, ok)
+		}
+	}
+	for _, in := range []string{"", "-1", "1.0", "1e3", "18446744073709551616", "99999999999999999999", "null", " 1"} {
+		if got, ok := Uint([]byte(in)); ok {
+			t.Errorf("%q read as %d", in, got)
+		}
+	}
+}
