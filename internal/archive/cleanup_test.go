@@ -34,16 +34,7 @@ type cleanupEnv struct {
 func newCleanupEnv(t *testing.T) *cleanupEnv {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	ns := testenv.StartNATS(t)
-	nc, err := nats.Connect(ns.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := testenv.JetStream(t)
 	l := streams.Layout{InboxPartitions: 2, SendPartitions: 1}
 	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,16 +31,7 @@ type rig struct {
 }
 
 func newRig(t *testing.T) *rig {
-	n := testenv.StartNATS(t)
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testenv.JetStream(t)
 	r := &rig{t: t, ctx: context.Background(), js: js, st: testenv.Store(t), l: streams.Layout{InboxPartitions: 1, SendPartitions: 1}}
 	if err := streams.EnsureStreams(r.ctx, js, r.l, hotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)

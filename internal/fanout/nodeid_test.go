@@ -27,13 +27,7 @@ type leaseRig struct {
 
 func newLeaseRig(t *testing.T) *leaseRig {
 	t.Helper()
-	n := testenv.StartNATS(t)
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	nc, js := testenv.JetStream(t)
 	kv, err := lease.EnsureBucket(context.Background(), js, 1, fastLease)
 	if err != nil {
 		t.Fatal(err)

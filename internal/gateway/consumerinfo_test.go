@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/streams"
+	"github.com/inboxd/inboxd/internal/testenv"
 )
 
 // The consumer's state read with the core client gives the numbers the
@@ -20,7 +21,7 @@ import (
 // login creates it), and a malformed answer is an error, never a zero
 // state.
 func TestConsumerStateMatchesTheJetStreamPackage(t *testing.T) {
-	nc, js := testJetStream(t)
+	nc, js := testenv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CIT", Subjects: []string{"cit.>"}}); err != nil {
@@ -92,7 +93,7 @@ func TestConsumerStateMatchesTheJetStreamPackage(t *testing.T) {
 // the jetstream package (its lookup: the whole ConsumerInfo and a handle)
 // and by state.
 func BenchmarkConsumerInfoAnswer(b *testing.B) {
-	nc, js := testJetStream(b)
+	nc, js := testenv.JetStream(b)
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: streams.InboxStream(0), Subjects: []string{streams.InboxSubject(0, 42)}}); err != nil {
 		b.Fatal(err)

@@ -18,7 +18,7 @@ import (
 // move the ack floor (AckPolicy all), and a deleted consumer reported as
 // the session's recovery expects it (gone).
 func TestPullDeliversAcksAndReportsGone(t *testing.T) {
-	nc, js := testJetStream(t)
+	nc, js := testenv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PULLT", Subjects: []string{"pullt.>"}}); err != nil {
@@ -143,20 +143,4 @@ func TestPullStatus(t *testing.T) {
 	if _, ends, err := pullStatus(st("409", "Exceeded MaxWaiting")); !ends || err == nil {
 		t.Errorf("an unknown conflict: ends %v err %v, want an error that ends the pull", ends, err)
 	}
-}
-
-// testJetStream starts a NATS server with JetStream and connects to it.
-func testJetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
-	t.Helper()
-	n := testenv.StartNATS(t)
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
 }

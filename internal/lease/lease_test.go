@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/lease"
@@ -19,16 +18,7 @@ var fast = lease.Timing{TTL: 2 * time.Second, Renew: 200 * time.Millisecond, Mar
 
 func bucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
-	n := testenv.StartNATS(t)
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testenv.JetStream(t)
 	kv, err := lease.EnsureBucket(context.Background(), js, 1, fast)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/streams"
@@ -16,16 +15,7 @@ import (
 
 func testJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	n := testenv.StartNATS(t)
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testenv.JetStream(t)
 	return js
 }
 
