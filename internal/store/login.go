@@ -136,10 +136,10 @@ func (s *Store) Logins(ctx context.Context, keys []LoginKey) ([]LoginState, erro
 // alone costs no wait (it leaves at once), and in a login wave each batch
 // carries the logins that arrived while the previous ones were in flight,
 // so the per-statement cost is paid per batch instead of per login. No
-// timer and no goroutine of its own: a login that finds a free flight
-// starts it (a goroutine for the batch, so that this login's caller can
-// give up like any other), and a flight that finds logins waiting when it
-// lands goes on with them.
+// timer and no long-lived goroutine: a login that finds a free flight
+// starts it on a goroutine (so that this login's caller can give up like
+// any other), and a flight that finds logins waiting when it lands goes
+// on with them.
 type LoginBatcher struct {
 	st       *Store
 	flights  int
