@@ -79,6 +79,7 @@ type Archiver struct {
 	batches     prometheus.Counter
 	errors      prometheus.Counter
 	gaps        prometheus.Counter
+	skips       prometheus.Counter
 	quarantined prometheus.Counter
 	lost        prometheus.Counter
 	trim        trimMetrics
@@ -133,6 +134,8 @@ func New(opts Options, log *zap.Logger, js jetstream.JetStream, st *store.Store,
 			Help: "Archive transactions committed: each costs Postgres a WAL flush, so a batch gathers the entries of 200 ms after its first."}),
 		gaps: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_gaps_total",
 			Help: "Deliveries that skipped ahead of the archive; the consumer was put back at the first missing entry."}),
+		skips: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_skips_total",
+			Help: "Batches of entries archived before (a consumer that started over below the mark); the consumer was put at the mark."}),
 		quarantined: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_quarantined_entries_total",
 			Help: "Inbox entries that did not decode, kept with their raw bytes in inbox_quarantine instead of inbox_archive."}),
 		lost: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_lost_entries_total",
@@ -214,9 +217,15 @@ func (a *Archiver) startPartition(ctx context.Context, p int, cfg jetstream.Cons
 	if _, err := a.checkEpoch(ctx, a.log, p, recs[p]); err != nil {
 		return nil, 0, fmt.Errorf("archive: stream epoch of %s: %w", streams.InboxStream(p), err)
 	}
-	cons, err := a.js.CreateOrUpdateConsumer(ctx, streams.InboxStream(p), cfg)
+	// Its state is in memory (streams.EnsureConsumer says why): a NATS
+	// restart loses it, and it is created here again from the mark.
+	cons, kept, err := streams.EnsureConsumer(ctx, a.js, streams.InboxStream(p), cfg)
 	if err != nil {
 		return nil, 0, fmt.Errorf("archive: consumer on %s: %w", streams.InboxStream(p), err)
+	}
+	if kept {
+		a.log.Warn("the archiver consumer of an older installation keeps its file storage: it costs CPU while it moves; "+
+			"docs/operations.md, 'Upgrading: the consumers storage', moves it to memory", zap.Int("partition", p))
 	}
 	// The epoch recorded after the consumer exists: a consumer of a stream
 	// that was replaced since gets its batches refused (ErrEpochChanged).
@@ -317,7 +326,7 @@ func (a *Archiver) runPartition(ctx context.Context, p int, epoch uint64, cons j
 			}
 		}
 		linger.Stop()
-		var upTo uint64
+		var upTo, behind uint64
 		var lastMsg jetstream.Msg
 		gap := false
 		entries, quarantined = entries[:0], quarantined[:0]
@@ -328,7 +337,7 @@ func (a *Archiver) runPartition(ctx context.Context, p int, epoch uint64, cons j
 			}
 			seq := md.Sequence.Stream
 			if seq < next {
-				lastMsg = m // archived before: a redelivery
+				lastMsg, behind = m, seq // archived before: a redelivery
 				continue
 			}
 			if seq > next {
@@ -369,6 +378,25 @@ func (a *Archiver) runPartition(ctx context.Context, p int, epoch uint64, cons j
 		if upTo == 0 {
 			if lastMsg != nil && !gap {
 				_ = lastMsg.Ack()
+			}
+			// A whole batch archived before: the consumer starts over
+			// below the mark (its state is in memory, and a cluster that
+			// restarted every server recreates it from its definition at
+			// the stream's first entry). Put it at the mark instead of
+			// reading the hot window through to get there.
+			if behind > 0 && behind+1 < next && !gap {
+				a.skips.Inc()
+				if _, err := a.js.ResetConsumerToSequence(ctx, streams.InboxStream(p), "archiver", next); err != nil {
+					log.Warn("reset archiver to its mark", zap.Uint64("seq", next), zap.Error(err))
+				}
+			drain:
+				for {
+					select {
+					case <-in:
+					default:
+						break drain
+					}
+				}
 			}
 			continue
 		}

@@ -311,3 +311,36 @@ func TestArchiverLingersToBatchEntries(t *testing.T) {
 		t.Fatalf("%d entries archived, want 20", got)
 	}
 }
+
+// The archiver's consumer keeps its state in memory: a cluster whose every
+// server restarted recreates it from its definition, at the stream's first
+// entry. The archiver puts it at its mark instead of reading the hot
+// window through, and archives what comes next, each entry once.
+func TestArchiverConsumerBelowTheMarkIsPutAtTheMark(t *testing.T) {
+	r := newRig(t)
+	r.startWith(archive.Options{BatchSize: 50}) // the 300 come back in six batches
+	r.publish(1, 300)
+	r.waitArchivedThrough(300)
+	c, err := r.js.Consumer(r.ctx, streams.InboxStream(0), "archiver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.CachedInfo().Config.MemoryStorage {
+		t.Fatal("the archiver's consumer keeps its state in a file; want memory (jetstream/consumers/INBOX_archiver.json)")
+	}
+	if _, err := r.js.ResetConsumerToSequence(r.ctx, streams.InboxStream(0), "archiver", 1); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("the archiver to put its consumer at the mark", func() (bool, string) {
+		n := r.metric("inboxd_archive_skips_total")
+		return n >= 1, fmt.Sprintf("inboxd_archive_skips_total %v", n)
+	})
+	r.publish(301, 305)
+	r.waitArchivedThrough(305)
+	if got := r.archived(); got != 305 {
+		t.Fatalf("inbox_archive holds %d entries, want 305", got)
+	}
+	if gaps, lost := r.metric("inboxd_archive_gaps_total"), r.metric("inboxd_archive_lost_entries_total"); gaps != 0 || lost != 0 {
+		t.Fatalf("gaps %v, lost %v", gaps, lost)
+	}
+}

@@ -83,7 +83,7 @@ func TestNATSUsersHaveLeastPrivilege(t *testing.T) {
 	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
-	if err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
+	if _, err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
 		t.Fatal(err)
 	}
 	archCfg, err := streams.ArchiverConsumerConfig()

@@ -6,6 +6,7 @@ package fanout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -165,8 +166,12 @@ func (f *Fanout) Run(ctx context.Context) error {
 	// a node catching up) is waited out: the fanout stopping here would
 	// stop it for the process's lifetime.
 	for delay := 250 * time.Millisecond; ; delay = min(2*delay, 4*time.Second) {
-		err := streams.EnsureFanoutConsumers(ctx, f.js, f.opts.Layout)
+		kept, err := streams.EnsureFanoutConsumers(ctx, f.js, f.opts.Layout)
 		if err == nil {
+			if len(kept) > 0 {
+				f.log.Warn("fanout consumers of an older installation keep their file storage: they cost CPU while they move; "+
+					"docs/operations.md, 'Upgrading: the consumers storage', moves them to memory", zap.Strings("consumers", kept))
+			}
 			break
 		}
 		if !natsconn.Unanswered(err) || ctx.Err() != nil {
@@ -189,33 +194,9 @@ func (f *Fanout) Run(ctx context.Context) error {
 		f.keepNodeID(ctx)
 	}()
 	for _, p := range f.opts.Partitions {
-		cons, err := f.js.Consumer(ctx, streams.SendStream, streams.FanoutConsumer(p))
+		cons, err := f.takeOver(ctx, p)
 		if err != nil {
-			return fmt.Errorf("fanout: consumer %s: %w", streams.FanoutConsumer(p), err)
-		}
-		// A fanout that starts has nothing in flight: sends delivered to a
-		// predecessor that died come back now instead of after ack_wait.
-		// Should another fanout be alive and busy with them, it meets them
-		// again later and answers from Postgres (every step is idempotent).
-		// (Only when there are such sends: a reset re-arms the pin.)
-		if cons.CachedInfo().NumAckPending > 0 {
-			if _, err := f.js.ResetConsumer(ctx, streams.SendStream, streams.FanoutConsumer(p)); err != nil {
-				f.log.Warn("reset fanout consumer", zap.Int("partition", p), zap.Error(err))
-			}
-		}
-		// The pin of a predecessor that died lasts PinnedTTL; a fanout
-		// that starts takes the partition over at once. (Should the pinned
-		// one be alive, both serve the partition until the pin settles:
-		// conv_seq is assigned under a row lock, so that is safe.)
-		for _, pg := range cons.CachedInfo().PriorityGroups {
-			if pg.PinnedClientID == "" {
-				continue
-			}
-			if st, err := f.js.Stream(ctx, streams.SendStream); err != nil {
-				f.log.Warn("unpin fanout consumer", zap.Int("partition", p), zap.Error(err))
-			} else if err := st.UnpinConsumer(ctx, streams.FanoutConsumer(p), pg.Group); err != nil {
-				f.log.Warn("unpin fanout consumer", zap.Int("partition", p), zap.Error(err))
-			}
+			return err
 		}
 		pt := &partition{f: f, p: p, cons: cons, members: newMemberCache(f.opts.MemberCacheSize)}
 		wg.Add(1)
@@ -233,6 +214,69 @@ func (f *Fanout) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// takeOver returns SEND partition p's consumer, ready for this fanout to
+// pull from: sends delivered to a predecessor that died come back at once,
+// and a predecessor's pin is released.
+func (f *Fanout) takeOver(ctx context.Context, p int) (jetstream.Consumer, error) {
+	cons, err := f.js.Consumer(ctx, streams.SendStream, streams.FanoutConsumer(p))
+	if err != nil {
+		return nil, fmt.Errorf("fanout: consumer %s: %w", streams.FanoutConsumer(p), err)
+	}
+	// A fanout that starts has nothing in flight: sends delivered to a
+	// predecessor that died come back now instead of after ack_wait.
+	// Should another fanout be alive and busy with them, it meets them
+	// again later and answers from Postgres (every step is idempotent).
+	// (Only when there are such sends: a reset re-arms the pin.)
+	if cons.CachedInfo().NumAckPending > 0 {
+		if _, err := f.js.ResetConsumer(ctx, streams.SendStream, streams.FanoutConsumer(p)); err != nil {
+			f.log.Warn("reset fanout consumer", zap.Int("partition", p), zap.Error(err))
+		}
+	}
+	// The pin of a predecessor that died lasts PinnedTTL; a fanout
+	// that starts takes the partition over at once. (Should the pinned
+	// one be alive, both serve the partition until the pin settles:
+	// conv_seq is assigned under a row lock, so that is safe.)
+	for _, pg := range cons.CachedInfo().PriorityGroups {
+		if pg.PinnedClientID == "" {
+			continue
+		}
+		if st, err := f.js.Stream(ctx, streams.SendStream); err != nil {
+			f.log.Warn("unpin fanout consumer", zap.Int("partition", p), zap.Error(err))
+		} else if err := st.UnpinConsumer(ctx, streams.FanoutConsumer(p), pg.Group); err != nil {
+			f.log.Warn("unpin fanout consumer", zap.Int("partition", p), zap.Error(err))
+		}
+	}
+	return cons, nil
+}
+
+// recreate creates SEND partition p's consumer again after it was lost,
+// trying until it succeeds or ctx ends. The consumers keep their state in
+// memory (jetstream/consumers/SEND_fanout.json): a NATS server restarted
+// alone, or a whole cluster, comes back without them. Nothing is lost
+// with one: SEND is a work queue, so every send not acknowledged is still
+// in the stream and the new consumer delivers it from the first.
+func (f *Fanout) recreate(ctx context.Context, p int) (jetstream.Consumer, error) {
+	for delay := 250 * time.Millisecond; ; delay = min(2*delay, 4*time.Second) {
+		_, err := streams.EnsureFanoutConsumer(ctx, f.js, p)
+		var cons jetstream.Consumer
+		if err == nil {
+			if cons, err = f.takeOver(ctx, p); err == nil {
+				f.metrics.consumersRecreated.Inc()
+				return cons, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		f.log.Warn("create the lost fanout consumer again; retrying", zap.Int("partition", p), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
 // partition is the single writer of one SEND partition (while pinned).
 type partition struct {
 	f       *Fanout
@@ -243,11 +287,41 @@ type partition struct {
 
 func (pt *partition) run(ctx context.Context) {
 	log := pt.f.log.With(zap.Int("partition", pt.p))
+	in := make(chan jetstream.Msg, 2*pt.f.opts.BatchSize)
+	for {
+		lost := pt.serve(ctx, log, in)
+		if !lost || ctx.Err() != nil {
+			return
+		}
+		// What the lost consumer delivered and this fanout did not take
+		// yet is still in the work queue: the new consumer delivers it
+		// again (an ack to the old one would be for nothing).
+	drop:
+		for {
+			select {
+			case <-in:
+			default:
+				break drop
+			}
+		}
+		cons, err := pt.f.recreate(ctx, pt.p)
+		if err != nil {
+			return
+		}
+		log.Warn("the fanout consumer was lost and is created again")
+		pt.cons = cons
+	}
+}
+
+// serve consumes pt.cons and processes its batches until ctx ends
+// (false) or the consumer is lost (true: deleted, not found, or its
+// heartbeats stopped).
+func (pt *partition) serve(ctx context.Context, log *zap.Logger, in chan jetstream.Msg) (lost bool) {
 	// Consume keeps pull requests outstanding (refreshed every FetchWait,
 	// below the consumer's PinnedTTL so the pin holds) and hands messages
 	// over as they arrive; batches form from whatever is waiting, so a lone
 	// send is not held back to fill a batch.
-	in := make(chan jetstream.Msg, 2*pt.f.opts.BatchSize)
+	gone := make(chan struct{}, 1)
 	cc, err := pt.cons.Consume(func(m jetstream.Msg) {
 		select {
 		case in <- m:
@@ -259,10 +333,16 @@ func (pt *partition) run(ctx context.Context) {
 		jetstream.PullPriorityGroup(streams.FanoutGroup),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			log.Debug("consume", zap.Error(err))
+			if consumerLost(err) {
+				select {
+				case gone <- struct{}{}:
+				default:
+				}
+			}
 		}))
 	if err != nil {
 		log.Error("consume SEND partition", zap.Error(err))
-		return
+		return true
 	}
 	defer cc.Stop()
 
@@ -272,7 +352,9 @@ func (pt *partition) run(ctx context.Context) {
 		msgs = msgs[:0]
 		select {
 		case <-ctx.Done():
-			return
+			return false
+		case <-gone:
+			return true
 		case m := <-in:
 			msgs = append(msgs, m)
 		}
@@ -295,12 +377,18 @@ func (pt *partition) run(ctx context.Context) {
 			}
 			pt.f.metrics.batchErrors.Inc()
 			if ctx.Err() != nil {
-				return
+				return false
 			}
 			log.Warn("batch failed; retrying", zap.Int("sends", len(msgs)), zap.Error(err))
 			backoff.sleep(ctx)
 		}
 	}
+}
+
+// consumerLost says whether a Consume error means the consumer is gone
+// (or unreachable long enough that it may be): the archiver's rule too.
+func consumerLost(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrNoHeartbeat)
 }
 
 // backoff is a capped exponential backoff.

@@ -635,3 +635,97 @@ func TestBatchWiderThanTheMemberCache(t *testing.T) {
 		}
 	}
 }
+
+// A fanout consumer keeps its state in memory: a NATS server restarted
+// alone (or an operator) loses it while the fanout runs. The fanout
+// creates it again, and the sends made meanwhile are STORED, each once.
+func TestLostConsumerIsCreatedAgain(t *testing.T) {
+	r := newRig(t, Options{}, nil)
+	ms := members(1, 4)
+	conv := r.group(ms...)
+	r.send(2, conv, "before", "before the loss", "2:before")
+	if res, ok := r.result(30 * time.Second); !ok || res.Status != pb.SendStatus_STORED {
+		t.Fatalf("before the loss: %v", res)
+	}
+	name := streams.FanoutConsumer(ids.Partition(conv, layout.SendPartitions))
+	info, err := r.js.Consumer(context.Background(), streams.SendStream, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.CachedInfo().Config.MemoryStorage {
+		t.Fatalf("%s keeps its state in a file; want memory (jetstream/consumers/SEND_fanout.json)", name)
+	}
+	if err := r.js.DeleteConsumer(context.Background(), streams.SendStream, name); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 5 {
+		cmid := fmt.Sprintf("after-%d", i)
+		r.send(2, conv, cmid, "after the loss", "2:"+cmid)
+		want = append(want, cmid)
+	}
+	got := map[string]*pb.SendResult{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(got) < len(want) && time.Now().Before(deadline) {
+		if res, ok := r.result(time.Until(deadline)); ok {
+			got[res.ClientMsgId] = res
+		}
+	}
+	for _, cmid := range want {
+		res := got[cmid]
+		if res == nil || res.Status != pb.SendStatus_STORED {
+			t.Fatalf("send %s after the consumer was lost: %v (answers %d of %d)", cmid, res, len(got), len(want))
+		}
+		r.oneEntryEach(ms, res.MsgId)
+	}
+	if n := testutilCounter(t, r.f.metrics.consumersRecreated); n < 1 {
+		t.Errorf("inboxd_fanout_consumers_recreated_total = %v, want ≥ 1", n)
+	}
+}
+
+func testutilCounter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// A NATS server restarted alone (split roles, one node) comes back without
+// the fanout consumers, whose state is in memory: sends made after the
+// restart are STORED all the same.
+func TestSendsAfterANATSRestartAreStored(t *testing.T) {
+	r := newRig(t, Options{}, nil)
+	ms := members(1, 3)
+	conv := r.group(ms...)
+	r.send(2, conv, "before", "before the restart", "2:before")
+	if res, ok := r.result(30 * time.Second); !ok || res.Status != pb.SendStatus_STORED {
+		t.Fatalf("before the restart: %v", res)
+	}
+	r.nats.Stop()
+	r.nats.Start()
+	name := streams.FanoutConsumer(ids.Partition(conv, layout.SendPartitions))
+	// The send is published once JetStream answers again (the rig's
+	// client reconnects); it waits in SEND until a consumer exists.
+	var lost bool
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := r.js.Consumer(ctx, streams.SendStream, name)
+		cancel()
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			lost = true
+			break
+		}
+		if err == nil || time.Since(start) > 20*time.Second {
+			break // created again already, or never lost
+		}
+	}
+	t.Logf("consumer seen lost after the restart: %v", lost)
+	r.send(2, conv, "after", "after the restart", "2:after")
+	res, ok := r.result(30 * time.Second)
+	if !ok || res.Status != pb.SendStatus_STORED {
+		t.Fatalf("after the restart: %v (ok %v)", res, ok)
+	}
+	r.oneEntryEach(ms, res.MsgId)
+}

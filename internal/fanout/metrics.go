@@ -15,6 +15,8 @@ type metrics struct {
 	batchSeconds prometheus.Histogram
 	stage        [numStages]prometheus.Observer // a batch's steps, in series
 	malformed    prometheus.Counter
+	// consumersRecreated counts fanout consumers found lost and created again.
+	consumersRecreated prometheus.Counter
 
 	// Delivery lag per SEND partition (lag.go).
 	pending *prometheus.GaugeVec
@@ -66,6 +68,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		malformed: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_fanout_malformed_total",
 			Help: "SEND messages that could not be decoded (acknowledged and dropped with a log line).",
+		}),
+		consumersRecreated: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_fanout_consumers_recreated_total",
+			Help: "SEND partitions whose fanout consumer was lost (its state is in memory: a NATS restart loses it) or stopped answering, and was created again; nothing is lost with one.",
 		}),
 		pending: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "inboxd_fanout_pending_sends",

@@ -140,7 +140,8 @@ func (n *Node) startFanout(ctx, run context.Context, cfg config.Config, js jetst
 	// catching up: its first creates time out (seen in TestAllInOneCluster
 	// after a restart). They are retried like the streams' creation.
 	if err := retryCluster(ctx, n.log, "create the fanout consumers", cfg.Replicas, func(ctx context.Context) error {
-		return streams.EnsureFanoutConsumers(ctx, js, cfg.Layout)
+		_, err := streams.EnsureFanoutConsumers(ctx, js, cfg.Layout) // the fanout logs a kept storage
+		return err
 	}); err != nil {
 		return err
 	}

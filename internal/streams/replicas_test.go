@@ -69,7 +69,7 @@ func TestReplicasMismatchRefusedUntilChanged(t *testing.T) {
 	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
+	if _, err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
 		t.Fatal(err)
 	}
 	dc, err := streams.DeviceConsumerConfig(0, 7, "phone", 0, time.Hour)
@@ -118,7 +118,7 @@ func TestReplicasMismatchRefusedUntilChanged(t *testing.T) {
 	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, 3); err != nil {
 		t.Fatalf("start with --replicas 3 after the change: %v", err)
 	}
-	if err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
+	if _, err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
 		t.Fatal(err)
 	}
 	if r := replicasOf(t, js, l); !allEqual(r, 3) {

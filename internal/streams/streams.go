@@ -247,15 +247,63 @@ func checkLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
 }
 
 // EnsureFanoutConsumers creates or updates fanout_<p> for every send partition.
-func EnsureFanoutConsumers(ctx context.Context, js jetstream.JetStream, l Layout) error {
+// It returns the consumers that kept file storage (KeptStorage).
+func EnsureFanoutConsumers(ctx context.Context, js jetstream.JetStream, l Layout) ([]string, error) {
+	var kept []string
 	for p := 0; p < l.SendPartitions; p++ {
-		c, err := FanoutConsumerConfig(p)
+		k, err := EnsureFanoutConsumer(ctx, js, p)
 		if err != nil {
-			return err
+			return kept, err
 		}
-		if _, err := js.CreateOrUpdateConsumer(ctx, SendStream, c); err != nil {
-			return fmt.Errorf("streams: ensure consumer %s: %w", c.Durable, err)
+		if k {
+			kept = append(kept, FanoutConsumer(p))
 		}
 	}
-	return nil
+	return kept, nil
+}
+
+// EnsureFanoutConsumer creates or updates fanout_<p>; true: it kept the
+// file storage of an older installation (EnsureConsumer).
+func EnsureFanoutConsumer(ctx context.Context, js jetstream.JetStream, p int) (bool, error) {
+	c, err := FanoutConsumerConfig(p)
+	if err != nil {
+		return false, err
+	}
+	_, kept, err := EnsureConsumer(ctx, js, SendStream, c)
+	if err != nil {
+		return false, fmt.Errorf("streams: ensure consumer %s: %w", c.Durable, err)
+	}
+	return kept, nil
+}
+
+// EnsureConsumer creates or updates the durable consumer cfg on stream.
+//
+// The fanout's and the archiver's consumers keep their state in memory
+// (mem_storage in their JSON files): their position is not theirs to keep.
+// SEND is a work queue (what is not acknowledged stays in it), and the
+// archiver starts from its Postgres mark; a lost consumer is created again.
+// On file storage each of them rewrote a state file up to ten times a
+// second while it moved, 8 % of the all-in-one's CPU under live traffic
+// (docs/benchmarks.md, "Consumers without state files").
+//
+// JetStream cannot change a consumer's storage type. A consumer of an
+// older installation on the other storage keeps it (kept is true: the
+// caller says so in its log; docs/operations.md, "Upgrading: the consumers' storage", moves it
+// with one nats consumer rm) rather than failing the start or being
+// deleted by a service that may not delete (least privilege: only admin
+// deletes a SEND consumer).
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) (cons jetstream.Consumer, kept bool, err error) {
+	cons, err = js.CreateOrUpdateConsumer(ctx, stream, cfg)
+	if err == nil {
+		return cons, false, nil
+	}
+	have, lerr := js.Consumer(ctx, stream, cfg.Durable)
+	if lerr != nil || have.CachedInfo().Config.MemoryStorage == cfg.MemoryStorage {
+		return nil, false, err
+	}
+	cfg.MemoryStorage = have.CachedInfo().Config.MemoryStorage
+	if cons, err = js.CreateOrUpdateConsumer(ctx, stream, cfg); err != nil {
+		return nil, false, err
+	}
+	return cons, true, nil
 }

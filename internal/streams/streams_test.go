@@ -104,7 +104,7 @@ func TestEnsureCreatesEveryPartitionWithTheFileSettings(t *testing.T) {
 	if err := streams.EnsureStreams(ctx, js, l, streams.DefaultHotWindow, streams.DefaultReplicas); err != nil {
 		t.Fatal(err)
 	}
-	if err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
+	if _, err := streams.EnsureFanoutConsumers(ctx, js, l); err != nil {
 		t.Fatal(err)
 	}
 	for p := 0; p < l.InboxPartitions; p++ {
