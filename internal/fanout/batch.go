@@ -323,42 +323,52 @@ func (pt *partition) publish(ctx context.Context, ds []delivery) (int, error) {
 		uid int64
 		p   int
 	}
-	futures := make([]jetstream.PubAckFuture, 0, n)
 	targets := make([]target, 0, n)
 	parts := pt.f.opts.Layout.InboxPartitions
 	timeout := time.NewTimer(pt.f.opts.PublishTimeout)
 	defer timeout.Stop()
-	var live []byte
-	// await takes the acknowledgement of futures[i] and announces the entry
-	// on the live lane.
-	await := func(i int) error {
-		select {
-		case ack := <-futures[i].Ok():
-			if pt.f.opts.NoLive {
-				return nil
-			}
-			t := targets[i]
-			live = wire.AppendMessage(live[:0], &wire.Message{
-				Seq: ack.Sequence, MsgID: t.m.MsgID, ConvID: t.m.ConvID, ConvSeq: t.m.ConvSeq, SenderUID: t.m.SenderUID,
-				Kind: uint32(t.m.Kind), Text: t.m.Body, CreatedAtMs: t.m.CreatedAt.UnixMilli(),
-			})
-			// At most once: a lost announcement only delays delivery until
-			// the device's cursor consumer reads the entry.
-			_ = pt.f.nc.Publish(streams.UserLive(t.p, t.uid), live)
-			return nil
-		case err := <-futures[i].Err():
-			return err
-		case <-timeout.C:
-			return fmt.Errorf("no publish ack within %s", pt.f.opts.PublishTimeout)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	// The partitions of this process share one async publish window: each
-	// keeps at most its share in flight, taking acknowledgements as it
-	// publishes (a batch to large groups has more entries than the window;
+	// The partitions of this process share one publish window: each keeps
+	// at most its share in flight, taking acknowledgements as it publishes
+	// (a batch to large groups has more entries than the window;
 	// publishing them all first stalled and failed the batch).
 	window := max(publishWindow/max(len(pt.f.opts.Partitions), 1), 64)
+	acks := pt.f.acks.batch(window)
+	defer acks.done()
+	seqs := make([]uint64, n) // acknowledged entries: their inbox seq; 0 not yet
+	var live, reply []byte
+	// await takes acknowledgements until entry i's is in, and announces
+	// entry i on the live lane: in publish order, so a member's live
+	// entries of a conversation go out in conv_seq order.
+	await := func(i int) error {
+		for seqs[i] == 0 {
+			select {
+			case r := <-acks.results:
+				if r.err != nil {
+					return r.err
+				}
+				if r.i >= len(targets) || r.seq == 0 {
+					return fmt.Errorf("publish acknowledgement for entry %d: seq %d", r.i, r.seq)
+				}
+				seqs[r.i] = r.seq
+			case <-timeout.C:
+				return fmt.Errorf("no publish ack within %s", pt.f.opts.PublishTimeout)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if pt.f.opts.NoLive {
+			return nil
+		}
+		t := targets[i]
+		live = wire.AppendMessage(live[:0], &wire.Message{
+			Seq: seqs[i], MsgID: t.m.MsgID, ConvID: t.m.ConvID, ConvSeq: t.m.ConvSeq, SenderUID: t.m.SenderUID,
+			Kind: uint32(t.m.Kind), Text: t.m.Body, CreatedAtMs: t.m.CreatedAt.UnixMilli(),
+		})
+		// At most once: a lost announcement only delays delivery until
+		// the device's cursor consumer reads the entry.
+		_ = pt.f.nc.Publish(streams.UserLive(t.p, t.uid), live)
+		return nil
+	}
 	acked := 0
 	for _, d := range ds {
 		m := d.m
@@ -372,7 +382,7 @@ func (pt *partition) publish(ctx context.Context, ds []delivery) (int, error) {
 		conv := strconv.FormatInt(m.ConvID, 10)
 		prefix := strconv.FormatInt(m.MsgID, 10) + ":"
 		for _, uid := range d.to {
-			for len(futures)-acked >= window {
+			for len(targets)-acked >= window {
 				if err := await(acked); err != nil {
 					return 0, err
 				}
@@ -388,18 +398,16 @@ func (pt *partition) publish(ctx context.Context, ds []delivery) (int, error) {
 					streams.HeaderKind:    {streams.KindMessage},
 				},
 			}
-			f, err := pt.f.js.PublishMsgAsync(nm)
-			if err != nil {
+			if reply, err = acks.publish(nm, len(targets), reply); err != nil {
 				return 0, err
 			}
-			futures = append(futures, f)
 			targets = append(targets, target{m, uid, p})
 		}
 	}
-	for ; acked < len(futures); acked++ {
+	for ; acked < len(targets); acked++ {
 		if err := await(acked); err != nil {
 			return 0, err
 		}
 	}
-	return len(futures), nil
+	return len(targets), nil
 }

@@ -120,6 +120,7 @@ type Fanout struct {
 	log     *zap.Logger
 	nc      *nats.Conn
 	js      jetstream.JetStream
+	acks    *ackMux // the inbox publishes' acknowledgements
 	st      *store.Store
 	ids     *idSource
 	held    *lease.Lease // the node id lease (with Options.Leases)
@@ -151,7 +152,11 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, reg prom
 	if err != nil {
 		return nil, err
 	}
-	f := &Fanout{opts: opts, log: log, nc: nc, js: js, st: st, metrics: newMetrics(reg)}
+	acks, err := newAckMux(nc)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fanout{opts: opts, log: log, nc: nc, js: js, acks: acks, st: st, metrics: newMetrics(reg)}
 	f.ids = newIDSource(f, reg)
 	return f, nil
 }

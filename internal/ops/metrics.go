@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"runtime"
@@ -239,6 +240,12 @@ var jsErrorKinds = map[int]string{
 
 // jsErrorKind returns the kind of an API response's error, "" for none.
 func jsErrorKind(data []byte) string {
+	// Most answers are no error: they are not decoded (a consumer's info
+	// with the whole config was 0.5 % of the all-in-one's CPU under live
+	// traffic). An answer with an error has the member "error".
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return ""
+	}
 	var r struct {
 		Error *struct {
 			Code    int `json:"code"`
