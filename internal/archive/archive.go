@@ -272,7 +272,7 @@ func (a *Archiver) runPartition(ctx context.Context, p int, epoch uint64, cons j
 		jetstream.PullPriorityGroup(streams.ArchiverGroup),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			log.Debug("consume", zap.Error(err))
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrNoHeartbeat) {
+			if streams.ConsumerLost(err) {
 				a.restartPartition(p) // a lost consumer (with its stream): start over
 			}
 		}))
@@ -362,18 +362,7 @@ func (a *Archiver) runPartition(ctx context.Context, p int, epoch uint64, cons j
 		}
 		if gap {
 			a.gaps.Inc()
-			if _, err := a.js.ResetConsumerToSequence(ctx, streams.InboxStream(p), "archiver", next); err != nil {
-				log.Warn("reset archiver to the first missing entry", zap.Uint64("seq", next), zap.Error(err))
-			}
-			// Drop what is queued: it comes again after the reset.
-		drop:
-			for {
-				select {
-				case <-in:
-				default:
-					break drop
-				}
-			}
+			a.resetTo(ctx, log, p, next, in, "reset archiver to the first missing entry")
 		}
 		if upTo == 0 {
 			if lastMsg != nil && !gap {
@@ -386,17 +375,7 @@ func (a *Archiver) runPartition(ctx context.Context, p int, epoch uint64, cons j
 			// reading the hot window through to get there.
 			if behind > 0 && behind+1 < next && !gap {
 				a.skips.Inc()
-				if _, err := a.js.ResetConsumerToSequence(ctx, streams.InboxStream(p), "archiver", next); err != nil {
-					log.Warn("reset archiver to its mark", zap.Uint64("seq", next), zap.Error(err))
-				}
-			drain:
-				for {
-					select {
-					case <-in:
-					default:
-						break drain
-					}
-				}
+				a.resetTo(ctx, log, p, next, in, "reset archiver to its mark")
 			}
 			continue
 		}
@@ -432,6 +411,21 @@ func (a *Archiver) runPartition(ctx context.Context, p int, epoch uint64, cons j
 		a.batches.Inc()
 		a.quarantined.Add(float64(len(quarantined)))
 		log.Debug("archived", zap.Uint64("up_to", upTo), zap.Int("entries", len(entries)), zap.Int("quarantined", len(quarantined)))
+	}
+}
+
+// resetTo puts partition p's consumer at seq and drops what is queued
+// from before: it comes again after the reset.
+func (a *Archiver) resetTo(ctx context.Context, log *zap.Logger, p int, seq uint64, in chan jetstream.Msg, what string) {
+	if _, err := a.js.ResetConsumerToSequence(ctx, streams.InboxStream(p), "archiver", seq); err != nil {
+		log.Warn(what, zap.Uint64("seq", seq), zap.Error(err))
+	}
+	for {
+		select {
+		case <-in:
+		default:
+			return
+		}
 	}
 }
 

@@ -6,7 +6,6 @@ package fanout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -338,7 +337,7 @@ func (pt *partition) serve(ctx context.Context, log *zap.Logger, in chan jetstre
 		jetstream.PullPriorityGroup(streams.FanoutGroup),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			log.Debug("consume", zap.Error(err))
-			if consumerLost(err) {
+			if streams.ConsumerLost(err) {
 				select {
 				case gone <- struct{}{}:
 				default:
@@ -388,12 +387,6 @@ func (pt *partition) serve(ctx context.Context, log *zap.Logger, in chan jetstre
 			backoff.sleep(ctx)
 		}
 	}
-}
-
-// consumerLost says whether a Consume error means the consumer is gone
-// (or unreachable long enough that it may be): the archiver's rule too.
-func consumerLost(err error) bool {
-	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrNoHeartbeat)
 }
 
 // backoff is a capped exponential backoff.

@@ -276,6 +276,13 @@ func EnsureFanoutConsumer(ctx context.Context, js jetstream.JetStream, p int) (b
 	return kept, nil
 }
 
+// ConsumerLost says whether an error of a Consume means its consumer is
+// gone (deleted, not found) or unreachable long enough that it may be (its
+// heartbeats stopped): the fanout and the archiver then create it again.
+func ConsumerLost(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrNoHeartbeat)
+}
+
 // EnsureConsumer creates or updates the durable consumer cfg on stream.
 //
 // The fanout's and the archiver's consumers keep their state in memory
