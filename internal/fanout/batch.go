@@ -332,7 +332,7 @@ func (pt *partition) publish(ctx context.Context, ds []delivery) (int, error) {
 	// (a batch to large groups has more entries than the window;
 	// publishing them all first stalled and failed the batch).
 	window := max(publishWindow/max(len(pt.f.opts.Partitions), 1), 64)
-	acks := pt.f.acks.batch(window)
+	acks := pt.f.acks.batch(min(window, n)) // room for what can be in flight, not more
 	defer acks.done()
 	seqs := make([]uint64, n) // acknowledged entries: their inbox seq; 0 not yet
 	var live, reply []byte
