@@ -89,10 +89,11 @@ func runLive(ctx context.Context, o *opts) (any, error) {
 	// profiles of the idle window into DIR/idle: what the live traffic
 	// alone costs.
 	saveMetrics(o.profile, sys, "live-idle-start")
-	idleProfiled := profileWave(filepath.Join(o.profile, "idle"), sys, max(idle-time.Second, time.Second))
-	if o.profile == "" {
-		idleProfiled = func() {}
+	idleDir := "" // without --profile, no profile: not one written into ./idle
+	if o.profile != "" {
+		idleDir = filepath.Join(o.profile, "idle")
 	}
+	idleProfiled := profileWave(idleDir, sys, max(idle-time.Second, time.Second))
 	select {
 	case <-time.After(idle):
 	case <-ctx.Done():

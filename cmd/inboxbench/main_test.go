@@ -133,3 +133,28 @@ func TestQuickScenarios(t *testing.T) {
 		t.Logf("stderr:\n%s", stderr.String())
 	}
 }
+
+// Without --profile, live profiles nothing: it once profiled its idle
+// window all the same (CPU profiling beside the figures it measures) and
+// wrote the profile into ./idle of whatever directory it ran in.
+func TestLiveWithoutProfileWritesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole system")
+	}
+	bin := buildBench(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cwd := t.TempDir()
+	cmd := exec.CommandContext(ctx, bin, "live", "--quick", "--json", "--pg", testenv.AdminURL())
+	cmd.Dir = cwd
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("inboxbench live --quick: %v\n%s", err, out)
+	}
+	left, err := os.ReadDir(cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("inboxbench live without --profile left %s in its working directory", e.Name())
+	}
+}
