@@ -143,11 +143,9 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, reg prom
 	if err := opts.LeaseTiming.Validate(); err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(publishWindow),
-		jetstream.WithPublishAsyncTimeout(opts.PublishTimeout),
-		jetstream.WithClientTrace(ops.JetStreamTrace(reg)),
-	)
+	// The inbox entries are published through acks (pubacks.go), not the
+	// jetstream package's async publish: js is for the consumers.
+	js, err := jetstream.New(nc, jetstream.WithClientTrace(ops.JetStreamTrace(reg)))
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/jsonscan"
 )
@@ -15,7 +17,7 @@ import (
 // ackMux publishes inbox entries to JetStream and reads their
 // acknowledgements. nats.go's PublishMsgAsync registers a future with two
 // channels and a timer per message and decodes each acknowledgement with
-// encoding/json under the publisher's one lock: 10 % of the all-in-one's
+// encoding/json under the publisher's one lock: 9 % of the all-in-one's
 // CPU in `inboxbench fanout` (docs/benchmarks.md, "Acknowledgements
 // without futures"). Here a batch of publishes shares one channel; a
 // reply subject carries the batch's id and the entry's index, and the
@@ -106,39 +108,33 @@ func (m *ackMux) handle(msg *nats.Msg) {
 
 // replyIDs reads "<batch id>.<index>".
 func replyIDs(s string) (uint64, int, bool) {
-	dot := -1
-	for k := 0; k < len(s); k++ {
-		if s[k] == '.' {
-			dot = k
-			break
-		}
-	}
-	if dot < 0 {
+	batch, index, ok := strings.Cut(s, ".")
+	if !ok {
 		return 0, 0, false
 	}
-	id, err := strconv.ParseUint(s[:dot], 10, 64)
+	id, err := strconv.ParseUint(batch, 10, 64)
 	if err != nil {
 		return 0, 0, false
 	}
-	i, err := strconv.Atoi(s[dot+1:])
+	i, err := strconv.Atoi(index)
 	if err != nil || i < 0 {
 		return 0, 0, false
 	}
 	return id, i, true
 }
 
-// errNoStream is a publish that no stream took (a 503 status: no
-// responders, as while a stream is being created or moved).
-var errNoStream = errors.New("no stream answered the publish (503 no responders)")
-
 // parsePubAck reads a JetStream publish acknowledgement:
 // {"stream":"INBOX_3","seq":42} (with "duplicate":true for an entry
 // deduplicated by its Nats-Msg-Id, whose seq is the first one's), or
-// {"error":{"code":…,"err_code":…,"description":"…"}}.
+// {"error":{"code":…,"err_code":…,"description":"…"}}. Its errors are the
+// jetstream package's, as its own publish returns them: a 503 status (no
+// stream took the publish) is jetstream.ErrNoStreamResponse, a refusal a
+// *jetstream.APIError (errors.Is matches it against jetstream.ErrStreamNotFound
+// and the like).
 func parsePubAck(msg *nats.Msg) (uint64, error) {
 	if len(msg.Data) == 0 {
 		if msg.Header.Get("Status") == "503" {
-			return 0, errNoStream
+			return 0, jetstream.ErrNoStreamResponse
 		}
 		return 0, errors.New("empty publish acknowledgement")
 	}
@@ -176,22 +172,11 @@ func parsePubAckData(data []byte) (uint64, error) {
 	return seq, nil
 }
 
-// APIError is a JetStream error answered to a publish.
-type APIError struct {
-	Code        int
-	ErrCode     int
-	Description string
-}
-
-func (e *APIError) Error() string {
-	return fmt.Sprintf("nats: API error: code=%d err_code=%d description=%s", e.Code, e.ErrCode, e.Description)
-}
-
 func parseAPIError(val []byte) error {
 	if bytes.Equal(val, []byte("null")) {
 		return nil
 	}
-	e := &APIError{}
+	e := &jetstream.APIError{}
 	err := jsonscan.EachMember(val, func(key, v []byte) error {
 		switch string(key) {
 		case "code":
@@ -199,7 +184,7 @@ func parseAPIError(val []byte) error {
 			e.Code = int(n)
 		case "err_code":
 			n, _ := jsonscan.Uint(v)
-			e.ErrCode = int(n)
+			e.ErrorCode = jetstream.ErrorCode(n)
 		case "description":
 			e.Description, _ = jsonscan.Unquote(v)
 		}

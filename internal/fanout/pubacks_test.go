@@ -35,10 +35,10 @@ func TestParsePubAck(t *testing.T) {
 		{data: `+OK`, bad: true},
 	} {
 		seq, err := parsePubAckData([]byte(c.data))
-		var api *APIError
+		var api *jetstream.APIError
 		switch {
 		case c.errCode != 0:
-			if !errors.As(err, &api) || api.ErrCode != c.errCode {
+			if !errors.As(err, &api) || int(api.ErrorCode) != c.errCode {
 				t.Errorf("%s: %v, want the API error %d", c.data, err, c.errCode)
 			}
 		case c.bad:
@@ -102,11 +102,11 @@ func TestAckMuxReadsTheServersAcknowledgements(t *testing.T) {
 			t.Errorf("entry %d: seq %d, %v; want %d", i, got[i].seq, got[i].err, want)
 		}
 	}
-	var api *APIError
-	if !errors.As(got[3].err, &api) || api.ErrCode != 10071 {
+	var api *jetstream.APIError
+	if !errors.As(got[3].err, &api) || api.ErrorCode != 10071 {
 		t.Errorf("refused entry: %v, want the API error 10071 (wrong last sequence)", got[3].err)
 	}
-	if !errors.Is(got[4].err, errNoStream) {
-		t.Errorf("entry to no stream: %v, want %v", got[4].err, errNoStream)
+	if !errors.Is(got[4].err, jetstream.ErrNoStreamResponse) {
+		t.Errorf("entry to no stream: %v, want %v", got[4].err, jetstream.ErrNoStreamResponse)
 	}
 }
