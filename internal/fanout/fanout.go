@@ -258,10 +258,11 @@ func (f *Fanout) takeOver(ctx context.Context, p int) (jetstream.Consumer, error
 // with one: SEND is a work queue, so every send not acknowledged is still
 // in the stream and the new consumer delivers it from the first.
 func (f *Fanout) recreate(ctx context.Context, p int) (jetstream.Consumer, error) {
-	for delay := 250 * time.Millisecond; ; delay = min(2*delay, 4*time.Second) {
+	b := newBackoff(250*time.Millisecond, 4*time.Second)
+	for {
 		_, err := streams.EnsureFanoutConsumer(ctx, f.js, p)
-		var cons jetstream.Consumer
 		if err == nil {
+			var cons jetstream.Consumer
 			if cons, err = f.takeOver(ctx, p); err == nil {
 				f.metrics.consumersRecreated.Inc()
 				return cons, nil
@@ -271,11 +272,7 @@ func (f *Fanout) recreate(ctx context.Context, p int) (jetstream.Consumer, error
 			return nil, ctx.Err()
 		}
 		f.log.Warn("create the lost fanout consumer again; retrying", zap.Int("partition", p), zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(delay):
-		}
+		b.sleep(ctx)
 	}
 }
 
