@@ -103,8 +103,12 @@ func TestAckMuxReadsTheServersAcknowledgements(t *testing.T) {
 		}
 	}
 	var api *jetstream.APIError
-	if !errors.As(got[3].err, &api) || api.ErrorCode != 10071 {
+	if !errors.As(got[3].err, &api) || api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
 		t.Errorf("refused entry: %v, want the API error 10071 (wrong last sequence)", got[3].err)
+	}
+	// The jetstream package's own error: its matching by code works.
+	if !errors.Is(got[3].err, &jetstream.APIError{ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence}) {
+		t.Errorf("refused entry: errors.Is does not match it by its code: %#v", got[3].err)
 	}
 	if !errors.Is(got[4].err, jetstream.ErrNoStreamResponse) {
 		t.Errorf("entry to no stream: %v, want %v", got[4].err, jetstream.ErrNoStreamResponse)
