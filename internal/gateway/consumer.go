@@ -401,7 +401,6 @@ func (dc *deviceConsumer) lastEntrySeq(ctx context.Context) (uint64, error) {
 type tailState struct {
 	at         uint64    // the consumer's next delivery (0: must be repositioned)
 	ackedFloor uint64    // the consumer's ack floor as last set by us
-	lastSync   time.Time // last reposition in archive mode
 	msgs       []tailMsg // deliveries not yet acknowledged
 	left       uint64    // NumPending after the last fetch
 	known      bool      // left is current
@@ -437,8 +436,8 @@ func (t *tailState) placed(cursor, left uint64) {
 
 // synced: the consumer's ack floor was moved up to c (entries served from
 // the archive were never delivered by it).
-func (t *tailState) synced(c uint64, now time.Time) {
-	t.ackedFloor, t.lastSync = max(t.ackedFloor, c), now
+func (t *tailState) synced(c uint64) {
+	t.ackedFloor = max(t.ackedFloor, c)
 	t.nextDseq = 1
 	if t.at != 0 {
 		t.at = c + 1
@@ -529,13 +528,24 @@ func (s *session) recover(ctx context.Context, err error) error {
 	return errRetry
 }
 
-// syncConsumer moves the consumer's ack floor up to the cursor where acks
-// did not (entries served from the archive were never delivered by it).
-// Outside of final it runs at most once a second per session.
-func (s *session) syncConsumer(ctx context.Context, final bool) {
+// syncConsumer, as a session ends, moves the consumer's ack floor up to
+// the cursor where acks did not (entries served from the archive were
+// never delivered by it).
+//
+// It is not done during an archive drain: a reset makes the server count
+// the consumer's pending entries, in its read loop of the connection, and
+// with the cursor inside the user's entries that count reads the stream
+// block message by message (up to 8 MB, tens of thousands of entries;
+// measured in a 10,000-device storm: a quarter of the process's CPU, with
+// the drain's once-a-second moves half of the resets). Until the session
+// ends the confirmed position is in the Postgres mirror (written once a
+// second), which a login takes when it knows more than the consumer
+// (deviceConsumer.open); the switch from the archive to the tail puts the
+// consumer at the cursor anyway (positionTail).
+func (s *session) syncConsumer(ctx context.Context) {
 	s.mu.Lock()
 	c := s.led.Cursor()
-	due := c > s.tail.ackedFloor && (final || time.Since(s.tail.lastSync) >= time.Second)
+	due := c > s.tail.ackedFloor
 	s.mu.Unlock()
 	if !due {
 		return
@@ -545,6 +555,6 @@ func (s *session) syncConsumer(ctx context.Context, final bool) {
 		return
 	}
 	s.mu.Lock()
-	s.tail.synced(c, time.Now())
+	s.tail.synced(c)
 	s.mu.Unlock()
 }

@@ -114,7 +114,6 @@ func (s *session) step() (bool, error) {
 	s.mu.Unlock()
 
 	if archive {
-		s.syncConsumer(ctx, false)
 		return s.archivePage(ctx, covered, info)
 	}
 	if ready, err := s.positionTail(ctx, covered, cursor); !ready || err != nil {

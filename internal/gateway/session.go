@@ -221,7 +221,7 @@ func (s *session) close() {
 		defer s.g.router.left(s)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		s.syncConsumer(ctx, true)
+		s.syncConsumer(ctx)
 	}()
 }
 
