@@ -173,7 +173,7 @@ func testOfflineLongerThanTheHotWindow(t *testing.T, adjust func(*config.Config)
 // all the same: the Postgres mirror follows them, and a device that leaves
 // in the middle resumes after what it confirmed, nothing repeated, nothing
 // skipped.
-func TestArchiveCatchUpMovesTheConsumerOnlyAtItsEnd(t *testing.T) {
+func TestArchiveCatchUpDoesNotMoveTheConsumerMidway(t *testing.T) {
 	n := hotWindowNode(t, nil)
 	conv := createConv(t, n, false, 1, 2)
 	c := dialRaw(t, n.Gateway.TCPAddr())
@@ -250,6 +250,56 @@ func TestArchiveCatchUpMovesTheConsumerOnlyAtItsEnd(t *testing.T) {
 			t.Fatalf("message %d is msg %d (seq %d), want %d: every message in order, once", i, m.GetMsgId(), m.GetSeq(), want[i])
 		}
 	}
+}
+
+// The summary's pending counts what the device has not confirmed, also in
+// the middle of an archive catch-up, where the consumer (whose count it
+// starts from) stays where the catch-up began: what the device confirmed
+// beyond it is taken off.
+func TestSummaryPendingDuringAnArchiveCatchUp(t *testing.T) {
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.TailScan = 10 // the stream still holds the entries: the archive serves them because the tail is long
+	n := testnode.StartNode(t, cfg, config.RoleAllInOne)
+	conv := createConv(t, n, false, 1, 2)
+	c := dialRaw(t, n.Gateway.TCPAddr())
+	c.rawHello(2, "phone", "mobile")
+	c.nc.Close()
+	const total = 450
+	sendN(t, n, 1, conv, total, "pending")
+	waitArchived(t, n, 2*total)
+	time.Sleep(time.Second) // the gateway reads the archive's mark every 250 ms (partInfos)
+
+	archivePages := metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`)
+	c = dialRaw(t, n.Gateway.TCPAddr())
+	if w := c.rawHello(2, "phone", "mobile"); w.GetSummary().GetPending() != total {
+		t.Fatalf("welcome pending %d, want %d", w.GetSummary().GetPending(), total)
+	}
+	got := 0
+	for range 2 {
+		b := c.nextBatch()
+		if b == nil || b.GetLane() != pb.Lane_BACKFILL || !b.GetHasMore() {
+			t.Fatalf("want a backfill page with more to come, got %v", b)
+		}
+		got += len(b.GetMessages())
+		c.write(&pb.Ack{BatchIds: []uint64{b.GetBatchId()}})
+	}
+	if d := metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`) - archivePages; d < 2 {
+		t.Fatalf("%v pages came from the archive, want the two confirmed", d)
+	}
+	want := uint64(total - got)
+	var last uint64
+	waitCond(t, 10*time.Second, "the summary's pending", func() (bool, string) {
+		c.write(&pb.SummaryRequest{RequestId: 7})
+		for {
+			switch m := c.read().(type) {
+			case nil:
+				t.Fatal("connection closed")
+			case *pb.Summary:
+				last = m.GetPending()
+				return last == want, fmt.Sprintf("pending %d after %d of %d confirmed, want %d", last, got, total, want)
+			}
+		}
+	})
 }
 
 // An inbox entry that does not decode (garbage published to a user's inbox

@@ -216,6 +216,7 @@ func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedCons
 		dc.req(opResetTo)
 		if r, err := dc.js.ResetConsumerToSequence(ctx, dc.stream, dc.name, mirror.AckSeq+1); err == nil {
 			cursor, resetSeq, nextDseq = mirror.AckSeq, r.ResetSeq, 1
+			info.NumPending = r.NumPending // counted from the mirror, not from the floor before
 		}
 	}
 	o := openedConsumer{cursor: cursor, pending: info.NumPending, nextDseq: nextDseq, epoch: ep.epoch}

@@ -11,9 +11,11 @@ import (
 )
 
 // cursorMirror batches the device cursors that moved into one Postgres
-// write per interval (device_cursor). The mirror may lag the consumer's ack
-// floor by an interval; it is only read to recreate a lost consumer, and
-// starting there repeats messages but never skips one.
+// write per interval (device_cursor). The mirror may lag the device by an
+// interval. A login reads it with its summary: it recreates a lost
+// consumer there, and moves a consumer that is behind it up to it (during
+// an archive catch-up the consumer is not moved, session.syncConsumer).
+// Starting there repeats messages but never skips one.
 type cursorMirror struct {
 	g     *Gateway
 	mu    sync.Mutex

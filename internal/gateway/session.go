@@ -353,11 +353,25 @@ func (s *session) tailCheck() {
 	s.poke()
 }
 
-// pending estimates the entries the device has not confirmed.
+// pending estimates the entries the device has not confirmed: the
+// consumer's count, less what the device confirmed beyond the consumer's
+// position during an archive catch-up (the consumer is not moved until
+// its end, syncConsumer), counted in the archive that served it.
 func (s *session) pending(ctx context.Context) uint64 {
 	ci, err := s.cons.info(ctx)
 	if err != nil {
 		return 0
 	}
-	return ci.NumPending + uint64(ci.NumAckPending)
+	n := ci.NumPending + uint64(ci.NumAckPending)
+	s.mu.Lock()
+	cursor := s.led.Cursor()
+	s.mu.Unlock()
+	if from := ci.Delivered.Stream; cursor > from && n > 0 {
+		confirmed, err := s.g.st.ArchivedBetween(ctx, s.uid, from, cursor)
+		if err != nil {
+			return n
+		}
+		n -= min(n, confirmed)
+	}
+	return n
 }

@@ -311,6 +311,17 @@ type DeviceCursor struct {
 	Epoch uint64
 }
 
+// ArchivedBetween counts uid's archived inbox entries with after < seq <=
+// upTo (the primary key's range: bounded by what it counts).
+func (s *Store) ArchivedBetween(ctx context.Context, uid int64, after, upTo uint64) (uint64, error) {
+	var n int64
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox_archive WHERE uid = $1 AND seq > $2 AND seq <= $3`,
+		uid, int64(after), int64(upTo)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: archived entries between %d and %d: %w", after, upTo, err)
+	}
+	return uint64(n), nil
+}
+
 // NthNewestSeq returns the seq of uid's n-th newest archived entry (n ≥ 1);
 // found is false when uid has fewer than n. It reads a window of at most n
 // entries of the (uid, seq) index, descending from the head, and takes the
