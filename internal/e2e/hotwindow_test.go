@@ -51,6 +51,51 @@ func inboxState(t *testing.T, n *node.Node, uid int64) (first, msgs uint64) {
 	return st.FirstSeq, st.Msgs
 }
 
+// firstLogin logs uid's device in once and out again: its consumer and
+// its mirrored cursor (0) exist.
+func firstLogin(t *testing.T, n *node.Node, uid int64, device, kind string) {
+	t.Helper()
+	c := dialRaw(t, n.Gateway.TCPAddr())
+	c.rawHello(uid, device, kind)
+	waitCond(t, 10*time.Second, "the device's cursor mirrored", func() (bool, string) {
+		k := count(t, n, `SELECT count(*) FROM device_cursor WHERE uid = $1`, uid)
+		return k == 1, fmt.Sprintf("%d rows", k)
+	})
+	c.nc.Close()
+}
+
+// waitTrimmed waits until uid's INBOX partition holds no entry (archived
+// and older than the hot window) and returns its first sequence.
+func waitTrimmed(t *testing.T, n *node.Node, uid int64) uint64 {
+	t.Helper()
+	waitCond(t, 30*time.Second, "the entries trimmed", func() (bool, string) {
+		first, msgs := inboxState(t, n, uid)
+		return msgs == 0, fmt.Sprintf("first seq %d, %d entries", first, msgs)
+	})
+	first, _ := inboxState(t, n, uid)
+	return first
+}
+
+// readConfirming appends the messages of the batches that arrive to got,
+// confirming each batch, until done says so after a batch; it fails when
+// the connection closes first (want: the messages expected in all).
+func (c *rawTCP) readConfirming(got []*pb.Message, want int, done func(*pb.Batch, []*pb.Message) bool) []*pb.Message {
+	c.t.Helper()
+	for {
+		b := c.nextBatch()
+		if b == nil {
+			c.t.Fatalf("connection closed after %d of %d messages", len(got), want)
+		}
+		got = append(got, b.GetMessages()...)
+		if b.GetBatchId() != 0 {
+			c.write(&pb.Ack{BatchIds: []uint64{b.GetBatchId()}})
+		}
+		if done(b, got) {
+			return got
+		}
+	}
+}
+
 // waitCond polls cond every 50 ms until it holds; after within it fails
 // with what cond last said.
 func waitCond(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
@@ -94,23 +139,12 @@ func testOfflineLongerThanTheHotWindow(t *testing.T, adjust func(*config.Config)
 	n := hotWindowNode(t, adjust)
 	conv := createConv(t, n, false, 1, 2)
 
-	// The device's first login: its consumer and its cursor (0) exist.
-	c := dialRaw(t, n.Gateway.TCPAddr())
-	c.rawHello(2, "phone", "desktop")
-	waitCond(t, 10*time.Second, "the device's cursor mirrored", func() (bool, string) {
-		k := count(t, n, `SELECT count(*) FROM device_cursor WHERE uid = 2`)
-		return k == 1, fmt.Sprintf("%d rows", k)
-	})
-	c.nc.Close()
+	firstLogin(t, n, 2, "phone", "desktop")
 
 	const old = 300
 	want := sendN(t, n, 1, conv, old, "old")
 	// Archived and older than the window: trimmed, every one of them.
-	waitCond(t, 30*time.Second, "the old entries trimmed", func() (bool, string) {
-		first, msgs := inboxState(t, n, 2)
-		return msgs == 0, fmt.Sprintf("first seq %d, %d entries", first, msgs)
-	})
-	trimmedBelow, _ := inboxState(t, n, 2)
+	trimmedBelow := waitTrimmed(t, n, 2)
 
 	// The newest entries wait for the archiver (it cannot write): the
 	// device reads them from the stream.
@@ -126,22 +160,11 @@ func testOfflineLongerThanTheHotWindow(t *testing.T, adjust func(*config.Config)
 
 	archivePages := metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`)
 	tailPages := metric(t, n, `inboxd_gateway_backfill_pages_total{source="tail"}`)
-	c = dialRaw(t, n.Gateway.TCPAddr())
+	c := dialRaw(t, n.Gateway.TCPAddr())
 	c.rawHello(2, "phone", "desktop")
-	var got []*pb.Message
-	for {
-		b := c.nextBatch()
-		if b == nil {
-			t.Fatalf("connection closed after %d of %d messages", len(got), len(want))
-		}
-		got = append(got, b.GetMessages()...)
-		if b.GetBatchId() != 0 {
-			c.write(&pb.Ack{BatchIds: []uint64{b.GetBatchId()}})
-		}
-		if b.GetLane() == pb.Lane_BACKFILL && !b.GetHasMore() {
-			break
-		}
-	}
+	got := c.readConfirming(nil, len(want), func(b *pb.Batch, _ []*pb.Message) bool {
+		return b.GetLane() == pb.Lane_BACKFILL && !b.GetHasMore()
+	})
 	if len(got) != len(want) {
 		t.Fatalf("the device got %d messages, want %d (%d sent before the trim, 5 after)", len(got), len(want), old)
 	}
@@ -176,23 +199,14 @@ func testOfflineLongerThanTheHotWindow(t *testing.T, adjust func(*config.Config)
 func TestArchiveCatchUpDoesNotMoveTheConsumerMidway(t *testing.T) {
 	n := hotWindowNode(t, nil)
 	conv := createConv(t, n, false, 1, 2)
-	c := dialRaw(t, n.Gateway.TCPAddr())
-	c.rawHello(2, "phone", "mobile")
-	waitCond(t, 10*time.Second, "the device's cursor mirrored", func() (bool, string) {
-		k := count(t, n, `SELECT count(*) FROM device_cursor WHERE uid = 2`)
-		return k == 1, fmt.Sprintf("%d rows", k)
-	})
-	c.nc.Close()
+	firstLogin(t, n, 2, "phone", "mobile")
 	want := sendN(t, n, 1, conv, 450, "drain") // a mobile page is 100: five pages
-	waitCond(t, 30*time.Second, "the entries trimmed", func() (bool, string) {
-		first, msgs := inboxState(t, n, 2)
-		return msgs == 0, fmt.Sprintf("first seq %d, %d entries", first, msgs)
-	})
+	waitTrimmed(t, n, 2)
 
 	const resets = `inboxd_gateway_consumer_requests_total{op="reset_to"}`
 	const archivePages = `inboxd_gateway_backfill_pages_total{source="archive"}`
 	pagesBefore := metric(t, n, archivePages)
-	c = dialRaw(t, n.Gateway.TCPAddr())
+	c := dialRaw(t, n.Gateway.TCPAddr())
 	c.rawHello(2, "phone", "mobile")
 	var got []*pb.Message
 	var before float64
@@ -232,16 +246,7 @@ func TestArchiveCatchUpDoesNotMoveTheConsumerMidway(t *testing.T) {
 	if w := c.rawHello(2, "phone", "mobile"); w.GetCursor() != confirmed {
 		t.Fatalf("welcome cursor %d, want %d: what the device confirmed", w.GetCursor(), confirmed)
 	}
-	for len(got) < len(want) {
-		b := c.nextBatch()
-		if b == nil {
-			t.Fatalf("connection closed after %d of %d messages", len(got), len(want))
-		}
-		got = append(got, b.GetMessages()...)
-		if b.GetBatchId() != 0 {
-			c.write(&pb.Ack{BatchIds: []uint64{b.GetBatchId()}})
-		}
-	}
+	got = c.readConfirming(got, len(want), func(_ *pb.Batch, got []*pb.Message) bool { return len(got) >= len(want) })
 	if len(got) != len(want) {
 		t.Fatalf("the device got %d messages, want %d", len(got), len(want))
 	}
