@@ -435,18 +435,6 @@ func (t *tailState) placed(cursor, left uint64) {
 	t.msgs = nil
 }
 
-// synced: the consumer's ack floor was moved up to c (entries served from
-// the archive were never delivered by it).
-func (t *tailState) synced(c uint64) {
-	t.ackedFloor = max(t.ackedFloor, c)
-	t.nextDseq = 1
-	if t.at != 0 {
-		t.at = c + 1
-		t.stale()
-		t.msgs = nil
-	}
-}
-
 // skipped: coverage jumped (an ack_range); the consumer is moved there
 // once the cursor stands at it.
 func (t *tailState) skipped() {
@@ -551,11 +539,8 @@ func (s *session) syncConsumer(ctx context.Context) {
 	if !due {
 		return
 	}
+	// The session has ended: nothing reads its tail state after this.
 	if _, err := s.cons.resetTo(ctx, c+1); err != nil {
 		s.g.log.Debug("move consumer to cursor", zap.String("consumer", s.consumer), zap.Error(err))
-		return
 	}
-	s.mu.Lock()
-	s.tail.synced(c)
-	s.mu.Unlock()
 }
