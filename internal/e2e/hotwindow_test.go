@@ -260,7 +260,8 @@ func TestArchiveCatchUpDoesNotMoveTheConsumerMidway(t *testing.T) {
 // The summary's pending counts what the device has not confirmed, also in
 // the middle of an archive catch-up, where the consumer (whose count it
 // starts from) stays where the catch-up began: what the device confirmed
-// beyond it is taken off.
+// beyond it is taken off. So does the welcome's after a catch-up that ended
+// without moving the consumer.
 func TestSummaryPendingDuringAnArchiveCatchUp(t *testing.T) {
 	cfg := testnode.Config(t, testenv.Database(t))
 	cfg.TailScan = 10 // the stream still holds the entries: the archive serves them because the tail is long
@@ -279,13 +280,17 @@ func TestSummaryPendingDuringAnArchiveCatchUp(t *testing.T) {
 	if w := c.rawHello(2, "phone", "mobile"); w.GetSummary().GetPending() != total {
 		t.Fatalf("welcome pending %d, want %d", w.GetSummary().GetPending(), total)
 	}
-	got := 0
+	got, firstSeq, confirmed := 0, uint64(0), uint64(0)
 	for range 2 {
 		b := c.nextBatch()
 		if b == nil || b.GetLane() != pb.Lane_BACKFILL || !b.GetHasMore() {
 			t.Fatalf("want a backfill page with more to come, got %v", b)
 		}
+		if got == 0 {
+			firstSeq = b.GetMessages()[0].GetSeq()
+		}
 		got += len(b.GetMessages())
+		confirmed = b.GetMessages()[len(b.GetMessages())-1].GetSeq()
 		c.write(&pb.Ack{BatchIds: []uint64{b.GetBatchId()}})
 	}
 	if d := metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`) - archivePages; d < 2 {
@@ -305,6 +310,31 @@ func TestSummaryPendingDuringAnArchiveCatchUp(t *testing.T) {
 			}
 		}
 	})
+
+	// A gateway that dies in the middle leaves the consumer where the
+	// catch-up began (here put back there by the admin user) and the mirror
+	// at what was confirmed: the next login resumes at the mirror and
+	// counts the pending entries from there.
+	waitCond(t, 10*time.Second, "the confirmed cursor mirrored", func() (bool, string) {
+		k := count(t, n, `SELECT count(*) FROM device_cursor WHERE uid = 2 AND ack_seq = $1`, int64(confirmed))
+		return k == 1, fmt.Sprintf("no row at %d", confirmed)
+	})
+	c.nc.Close()
+	js, err := jetstream.New(testnode.Admin(t, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := streams.InboxStream(ids.Partition(2, testnode.Layout().InboxPartitions))
+	waitCond(t, 10*time.Second, "the consumer put back where the catch-up began", func() (bool, string) {
+		_, err := js.ResetConsumerToSequence(ctxT(t, 5*time.Second), stream, streams.DeviceConsumer(2, "phone"), firstSeq)
+		return err == nil, fmt.Sprint(err)
+	})
+	c = dialRaw(t, n.Gateway.TCPAddr())
+	w := c.rawHello(2, "phone", "mobile")
+	if w.GetCursor() != confirmed || w.GetSummary().GetPending() != want {
+		t.Fatalf("welcome cursor %d, pending %d; want %d, %d: the mirror's cursor and what is after it",
+			w.GetCursor(), w.GetSummary().GetPending(), confirmed, want)
+	}
 }
 
 // An inbox entry that does not decode (garbage published to a user's inbox
