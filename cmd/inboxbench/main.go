@@ -184,7 +184,7 @@ func newFlagSet(cmd string, o *opts, onError flag.ErrorHandling) *flag.FlagSet {
 	fs.StringVar(&o.sys.gwDebug, "gateway-debug", "", "with --url: debug HTTP address of the gateway, its --debug-http (a GC before the conns heap readings, --profile)")
 	fs.IntVar(&o.sys.partitions, "partitions", 16, "INBOX partitions of the system")
 	fs.BoolVar(&o.sys.verbose, "v", false, "progress on stderr")
-	fs.BoolVar(&o.sys.keep, "keep", false, "keep the temp dir with the server logs")
+	fs.BoolVar(&o.sys.keep, "keep", false, "keep the temp dir with the server logs, and the scenario's database (drop it by hand)")
 	fs.StringVar(&o.plotDir, "plot-data", "", "live, storm: write latency distributions (ms, cumulative percent) as TSV files into this directory")
 	fs.StringVar(&o.profile, "profile", "", "conns, storm, live: save CPU profiles of the server processes during the wave (and, conns, the gateway's heap and goroutines; storm, live, every process's /metrics text at the end; live, also CPU profiles of the idle window in DIR/idle and /metrics at its start and before the storm) into this directory")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound of one storm drain (default 10m, quick 60s)")

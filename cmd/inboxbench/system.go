@@ -401,7 +401,11 @@ func (s *system) stop() {
 			<-p.done
 		}
 	}
-	s.dropDB()
+	if s.o.keep && s.dbName != "" {
+		fmt.Fprintln(os.Stderr, "inboxbench: kept database", s.dbName)
+	} else {
+		s.dropDB()
+	}
 	if s.dir != "" && !s.o.keep {
 		_ = os.RemoveAll(s.dir)
 	} else if s.dir != "" {
