@@ -17,8 +17,8 @@ import (
 )
 
 // Backfill pages come from two sources: the Postgres archive (older
-// ranges, one indexed read with the bodies) and the device consumer (the
-// tail the archiver has not copied yet). Both open a page the same way
+// ranges, one indexed read, the bodies from the gateway's cache) and the
+// device consumer (the tail the archiver has not copied yet). Both open a page the same way
 // (openPage) and hand it over the same way (sendPage).
 
 // page is one backfill batch on its way to the writer (pooled).
@@ -75,7 +75,10 @@ func (s *session) archivePage(ctx context.Context, covered uint64, info partInfo
 	defer release()
 	pg := getPage()
 	t0 := time.Now()
-	pg.msgs, pg.expired, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, covered, info.archived, n)
+	pg.msgs, pg.expired, err = s.g.st.ArchiveEntryPage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, covered, info.archived, n)
+	if err == nil {
+		err = s.archiveBodies(ctx, pg)
+	}
 	if err != nil {
 		putPage(pg)
 		return false, err
@@ -416,6 +419,24 @@ func (s *session) fillBodies(ctx context.Context, pg *page) error {
 	return err
 }
 
+// archiveBodies completes the messages of an archive page from the
+// gateway's body cache, loading the missing bodies in one round trip (none
+// when every body is cached: the page's query brought the horizons).
+func (s *session) archiveBodies(ctx context.Context, pg *page) error {
+	need := pg.idx[:0]
+	for i := range pg.msgs {
+		if store.NeedsBody(&pg.msgs[i]) {
+			need = append(need, i)
+		}
+	}
+	pg.idx = need
+	_, err := s.g.bodies.fill(ctx, len(need),
+		func(i int) int64 { return pg.msgs[need[i]].MsgID },
+		func(i int, b store.Body, found bool) { store.SetBody(&pg.msgs[need[i]], b, found) },
+		nil)
+	return err
+}
+
 // sendPage records a page covering (from, upTo] in the ledger (entries
 // already sent ahead are dropped from it) and queues it. It reports
 // whether the pump should go on. A page without bodies (a covering read)
@@ -513,7 +534,10 @@ func (s *session) sendNewest(ctx context.Context) error {
 	cursor := s.led.Cursor()
 	s.mu.Unlock()
 	pg := getPage()
-	pg.msgs, pg.expired, err = s.g.st.NewestPage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
+	pg.msgs, pg.expired, err = s.g.st.NewestEntryPage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
+	if err == nil {
+		err = s.archiveBodies(ctx, pg)
+	}
 	if err != nil || len(pg.msgs) == 0 {
 		putPage(pg)
 		return err

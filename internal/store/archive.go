@@ -151,16 +151,60 @@ func (s *Store) ArchiveProgress(ctx context.Context) (map[int]uint64, error) {
 // retention horizon of each conversation of the page's messages that has
 // one (the entries before it may be gone too: the device passes over them).
 func (s *Store) ArchivePage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
-	return s.archivePage(ctx, dst, exp, sqlArchivePage, uid, after, upTo, limit)
+	return s.archivePage(ctx, dst, exp, sqlArchivePage, true, uid, after, upTo, limit)
 }
 
 // NewestPage reads the last limit of uid's archived entries with after <
 // seq <= upTo, in seq order, as ArchivePage does.
 func (s *Store) NewestPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
 	n := len(dst)
-	dst, exp, err := s.archivePage(ctx, dst, exp, sqlNewestPage, uid, after, upTo, limit)
+	dst, exp, err := s.archivePage(ctx, dst, exp, sqlNewestPage, true, uid, after, upTo, limit)
 	slices.Reverse(dst[n:])
 	return dst, exp, err
+}
+
+// ArchiveEntryPage is ArchivePage without the bodies: the messages come
+// with their entry's kind and without text, sender and time, unless their
+// conversation's horizon expired them already. SetBody completes each
+// message that NeedsBody. A gateway takes the bodies from its cache: in a
+// login storm of a group, every member's page joined the same few bodies
+// again (the join was half of a page's cost in Postgres, docs/
+// benchmarks.md "Archive pages without the body join").
+func (s *Store) ArchiveEntryPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
+	return s.archivePage(ctx, dst, exp, sqlArchiveEntryPage, false, uid, after, upTo, limit)
+}
+
+// NewestEntryPage is NewestPage without the bodies, as ArchiveEntryPage.
+func (s *Store) NewestEntryPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
+	n := len(dst)
+	dst, exp, err := s.archivePage(ctx, dst, exp, sqlNewestEntryPage, false, uid, after, upTo, limit)
+	slices.Reverse(dst[n:])
+	return dst, exp, err
+}
+
+// NeedsBody reports whether m, read by ArchiveEntryPage, waits for its
+// body: a message that its conversation's horizon did not expire.
+func NeedsBody(m *wire.Message) bool {
+	return m.MsgID != 0 && m.EventType == 0 && !m.Expired
+}
+
+// SetBody completes a message of ArchiveEntryPage with the body of its
+// msg_id, as ArchivePage's join would have: found false (retention removed
+// the body) expires it; a found body's kind is the message's (a deleted
+// user's message is a tombstone there).
+func SetBody(m *wire.Message, b Body, found bool) {
+	if !found {
+		expire(m)
+		return
+	}
+	m.Text, m.Kind, m.SenderUID, m.CreatedAtMs = b.Text, b.Kind, b.SenderUID, b.CreatedAtMs
+}
+
+// expire makes m an expired message: no text, no sender, the time of its
+// msg_id.
+func expire(m *wire.Message) {
+	m.Expired, m.Text, m.SenderUID = true, "", 0
+	m.CreatedAtMs = ids.Time(m.MsgID).UnixMilli()
 }
 
 // The page's messages come with their bodies (a missing one: expired) and
@@ -178,9 +222,19 @@ const (
 		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3`
 	sqlArchivePage = sqlArchiveCols + ` ORDER BY a.seq LIMIT $4`
 	sqlNewestPage  = sqlArchiveCols + ` ORDER BY a.seq DESC LIMIT $4`
+
+	// The same without msg_content: sender, body and time are placeholders
+	// (the columns keep one scan for both).
+	sqlArchiveEntryCols = `
+		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, 0::bigint, a.kind, '', 'epoch'::timestamptz, a.event, a.peer_uid, false,
+		       coalesce(e.expired_seq, 0)
+		FROM inbox_archive a LEFT JOIN conv_expiry e ON e.conv_id = a.conv_id AND a.msg_id <> 0
+		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3`
+	sqlArchiveEntryPage = sqlArchiveEntryCols + ` ORDER BY a.seq LIMIT $4`
+	sqlNewestEntryPage  = sqlArchiveEntryCols + ` ORDER BY a.seq DESC LIMIT $4`
 )
 
-func (s *Store) archivePage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, q string, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
+func (s *Store) archivePage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, q string, bodies bool, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
 	rows, err := s.Pool.Query(ctx, q, uid, int64(after), int64(upTo), limit)
 	if err != nil {
 		return dst, exp, fmt.Errorf("store: archive page: %w", err)
@@ -195,7 +249,10 @@ func (s *Store) archivePage(ctx context.Context, dst []wire.Message, exp []wire.
 			&m.EventPeer, &m.Expired, &horizon); err != nil {
 			return dst, exp, fmt.Errorf("store: archive page: %w", err)
 		}
-		m.Seq, m.Kind, m.CreatedAtMs = uint64(seq), uint32(kind), created.UnixMilli()
+		m.Seq, m.Kind = uint64(seq), uint32(kind)
+		if bodies {
+			m.CreatedAtMs = created.UnixMilli()
+		}
 		switch {
 		case event != 0:
 			// Events keep their position in conv_seq of the row.
@@ -204,8 +261,7 @@ func (s *Store) archivePage(ctx context.Context, dst []wire.Message, exp []wire.
 			// Gone, or about to go (horizons are recorded before the
 			// range is dropped): expired either way, so that every
 			// device sees the same.
-			m.Expired, m.Text, m.SenderUID = true, "", 0
-			m.CreatedAtMs = ids.Time(m.MsgID).UnixMilli()
+			expire(&m)
 		}
 		if horizon > 0 {
 			exp = AddExpired(exp, m.ConvID, horizon)
@@ -252,9 +308,13 @@ func (s *Store) Bodies(ctx context.Context, msgIDs []int64) (map[int64]string, e
 type Body struct {
 	Text string
 	Kind uint32
+	// SenderUID and CreatedAtMs complete an archive page's messages
+	// (SetBody); an inbox entry of the stream carries its own.
+	SenderUID   int64
+	CreatedAtMs int64
 }
 
-// BodiesAndHorizons returns the body (text and kind) of each msg_id found
+// BodiesAndHorizons returns the body (text, kind, sender, time) of each msg_id found
 // and the retention horizon of each of convs that has one, in one round
 // trip (either list may be empty).
 func (s *Store) BodiesAndHorizons(ctx context.Context, msgIDs, convs []int64) (map[int64]Body, map[int64]int64, error) {
@@ -262,7 +322,7 @@ func (s *Store) BodiesAndHorizons(ctx context.Context, msgIDs, convs []int64) (m
 	horizons := map[int64]int64{}
 	b := &pgx.Batch{}
 	if len(msgIDs) > 0 {
-		b.Queue(`SELECT msg_id, body, kind FROM msg_content WHERE msg_id = ANY($1::bigint[])`, msgIDs)
+		b.Queue(`SELECT msg_id, body, kind, sender_uid, created_at FROM msg_content WHERE msg_id = ANY($1::bigint[])`, msgIDs)
 	}
 	if len(convs) > 0 {
 		b.Queue(`SELECT conv_id, expired_seq FROM conv_expiry WHERE conv_id = ANY($1::bigint[]) AND expired_seq > 0`, convs)
@@ -277,11 +337,12 @@ func (s *Store) BodiesAndHorizons(ctx context.Context, msgIDs, convs []int64) (m
 		if err != nil {
 			return nil, nil, fmt.Errorf("store: bodies: %w", err)
 		}
-		var id int64
+		var id, sender int64
 		var body string
 		var kind int16
-		if _, err := pgx.ForEachRow(rows, []any{&id, &body, &kind}, func() error {
-			bodies[id] = Body{Text: body, Kind: uint32(kind)}
+		var created time.Time
+		if _, err := pgx.ForEachRow(rows, []any{&id, &body, &kind, &sender, &created}, func() error {
+			bodies[id] = Body{Text: body, Kind: uint32(kind), SenderUID: sender, CreatedAtMs: created.UnixMilli()}
 			return nil
 		}); err != nil {
 			return nil, nil, fmt.Errorf("store: bodies: %w", err)

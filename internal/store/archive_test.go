@@ -3,13 +3,17 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/internal/store"
 	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/wire"
 )
 
 // NthNewestSeq (a new device's replay cap) answers what the OFFSET query it
@@ -63,5 +67,104 @@ func TestNthNewestSeqMatchesOffsetSemantics(t *testing.T) {
 	}
 	if _, _, err := st.NthNewestSeq(ctx, 1, 0); err == nil {
 		t.Fatal("n = 0 accepted")
+	}
+}
+
+// An archive page read without bodies (ArchiveEntryPage, NewestEntryPage)
+// and completed with BodiesAndHorizons and SetBody, as a gateway does from
+// its cache, is the page ArchivePage and NewestPage read with the join: a
+// plain message, a deleted user's tombstone, a body retention removed, a
+// message at its conversation's horizon, and an event.
+func TestArchiveEntryPageCompletedIsTheJoinedPage(t *testing.T) {
+	st := testenv.Store(t)
+	ctx := context.Background()
+	f := &fixture{t: t, st: st}
+	c1, c2 := f.conv(2), f.conv(3)
+	at := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	m1 := f.send(c1, 1, 4, at)
+	m2 := f.send(c2, 1, 3, at.Add(time.Second))
+	for _, q := range []string{
+		// m1[1]: its sender was deleted (a tombstone body); m1[2]: its body
+		// is gone (retention); c2 expired up to conv_seq 2.
+		fmt.Sprintf(`UPDATE msg_content SET kind = 2, body = '', sender_uid = 0 WHERE msg_id = %d`, m1[1]),
+		fmt.Sprintf(`DELETE FROM msg_content WHERE msg_id = %d`, m1[2]),
+		fmt.Sprintf(`INSERT INTO conv_expiry (conv_id, expired_seq, expired_msg_id) VALUES (%d, 2, %d)`, c2, m2[1]),
+	} {
+		if _, err := st.Pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	f.seq++
+	event := store.ArchivedEntry{UID: 1, Seq: uint64(f.seq), ConvID: c1, ConvSeq: 4, Event: 1, Peer: 2, CreatedAtMs: at.UnixMilli()}
+	if err := st.ArchiveEntries(ctx, 0, []store.ArchivedEntry{event}, uint64(f.seq)); err != nil {
+		t.Fatal(err)
+	}
+
+	complete := func(page []wire.Message) []wire.Message {
+		var need []int64
+		for i := range page {
+			if store.NeedsBody(&page[i]) {
+				need = append(need, page[i].MsgID)
+			}
+		}
+		bodies, _, err := st.BodiesAndHorizons(ctx, need, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range page {
+			if store.NeedsBody(&page[i]) {
+				b, found := bodies[page[i].MsgID]
+				store.SetBody(&page[i], b, found)
+			}
+		}
+		return page
+	}
+	for _, limit := range []int{3, 100} {
+		joined, jexp, err := st.ArchivePage(ctx, nil, nil, 1, 0, 1<<40, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, eexp, err := st.ArchiveEntryPage(ctx, nil, nil, 1, 0, 1<<40, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := complete(entries); !reflect.DeepEqual(got, joined) || !reflect.DeepEqual(eexp, jexp) {
+			t.Fatalf("limit %d: completed entry page\n%+v %v\nwant the joined page\n%+v %v", limit, got, eexp, joined, jexp)
+		}
+		newest, nexp, err := st.NewestPage(ctx, nil, nil, 1, 0, 1<<40, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, eexp, err = st.NewestEntryPage(ctx, nil, nil, 1, 0, 1<<40, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := complete(entries); !reflect.DeepEqual(got, newest) || !reflect.DeepEqual(eexp, nexp) {
+			t.Fatalf("limit %d: completed newest entry page\n%+v %v\nwant the joined page\n%+v %v", limit, got, eexp, newest, nexp)
+		}
+	}
+	// The page holds every case it is about.
+	page, exp, err := st.ArchivePage(ctx, nil, nil, 1, 0, 1<<40, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[int64]wire.Message{}
+	for _, m := range page {
+		byID[m.MsgID] = m
+	}
+	if m := byID[m1[0]]; m.Text != "m1" || m.SenderUID != 1 || m.CreatedAtMs != at.UnixMilli() || m.Expired {
+		t.Errorf("plain message %+v", m)
+	}
+	if m := byID[m1[1]]; m.Kind != wire.KindDeleted || m.Expired {
+		t.Errorf("tombstone %+v", m)
+	}
+	if m := byID[m1[2]]; !m.Expired || m.Text != "" {
+		t.Errorf("message without its body %+v", m)
+	}
+	if m := byID[m2[1]]; !m.Expired || byID[m2[2]].Expired || len(exp) != 1 || exp[0].ConvID != c2 || exp[0].UpTo != 2 {
+		t.Errorf("horizon: %+v, %+v, expired ranges %v", m, byID[m2[2]], exp)
+	}
+	if last := page[len(page)-1]; last.EventType != 1 || last.EventPeer != 2 {
+		t.Errorf("event %+v", last)
 	}
 }
