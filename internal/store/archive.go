@@ -169,7 +169,7 @@ func (s *Store) NewestPage(ctx context.Context, dst []wire.Message, exp []wire.E
 // message that NeedsBody. A gateway takes the bodies from its cache: in a
 // login storm of a group, every member's page joined the same few bodies
 // again (the join was half of a page's cost in Postgres, docs/
-// benchmarks.md "Archive pages without the body join").
+// benchmarks.md, "Issue 11: archive pages without the body join").
 func (s *Store) ArchiveEntryPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
 	return s.archivePage(ctx, dst, exp, sqlArchiveEntryPage, false, uid, after, upTo, limit)
 }
