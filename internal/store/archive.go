@@ -157,10 +157,7 @@ func (s *Store) ArchivePage(ctx context.Context, dst []wire.Message, exp []wire.
 // NewestPage reads the last limit of uid's archived entries with after <
 // seq <= upTo, in seq order, as ArchivePage does.
 func (s *Store) NewestPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
-	n := len(dst)
-	dst, exp, err := s.archivePage(ctx, dst, exp, sqlNewestPage, true, uid, after, upTo, limit)
-	slices.Reverse(dst[n:])
-	return dst, exp, err
+	return s.newestPage(ctx, dst, exp, sqlNewestPage, true, uid, after, upTo, limit)
 }
 
 // ArchiveEntryPage is ArchivePage without the bodies: the messages come
@@ -176,8 +173,13 @@ func (s *Store) ArchiveEntryPage(ctx context.Context, dst []wire.Message, exp []
 
 // NewestEntryPage is NewestPage without the bodies, as ArchiveEntryPage.
 func (s *Store) NewestEntryPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
+	return s.newestPage(ctx, dst, exp, sqlNewestEntryPage, false, uid, after, upTo, limit)
+}
+
+// newestPage reads a page of q, newest first, and turns it into seq order.
+func (s *Store) newestPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, q string, bodies bool, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
 	n := len(dst)
-	dst, exp, err := s.archivePage(ctx, dst, exp, sqlNewestEntryPage, false, uid, after, upTo, limit)
+	dst, exp, err := s.archivePage(ctx, dst, exp, q, bodies, uid, after, upTo, limit)
 	slices.Reverse(dst[n:])
 	return dst, exp, err
 }
