@@ -26,6 +26,10 @@ type loadFunc func(ctx context.Context, ids, convs []int64) (map[int64]store.Bod
 type bodyShard struct {
 	mu sync.Mutex
 	m  map[int64]store.Body
+	// gen counts the drops and clears of the shard: a body loaded while
+	// one came is not cached (the load may have read it before its
+	// erasure, and the drop that announced the erasure is past).
+	gen uint64
 }
 
 func newBodyCache(entries int, load loadFunc) *bodyCache {
@@ -38,13 +42,17 @@ func newBodyCache(entries int, load loadFunc) *bodyCache {
 
 func (c *bodyCache) shard(id int64) *bodyShard { return &c.shards[uint64(id)%16] }
 
-func (c *bodyCache) put(id int64, body store.Body) {
+// put caches body unless the shard was dropped from or cleared since gen
+// (its generation when the body was found missing).
+func (c *bodyCache) put(id int64, body store.Body, gen uint64) {
 	s := c.shard(id)
 	s.mu.Lock()
-	if len(s.m) >= c.max {
-		clear(s.m)
+	if s.gen == gen {
+		if len(s.m) >= c.max {
+			clear(s.m)
+		}
+		s.m[id] = body
 	}
-	s.m[id] = body
 	s.mu.Unlock()
 }
 
@@ -55,6 +63,7 @@ func (c *bodyCache) drop(ids []int64) {
 		s := c.shard(id)
 		s.mu.Lock()
 		delete(s.m, id)
+		s.gen++
 		s.mu.Unlock()
 	}
 }
@@ -66,6 +75,7 @@ func (c *bodyCache) clear() {
 		s := &c.shards[i]
 		s.mu.Lock()
 		clear(s.m)
+		s.gen++
 		s.mu.Unlock()
 	}
 }
@@ -78,16 +88,19 @@ func (c *bodyCache) clear() {
 func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set func(i int, body store.Body, found bool), convs []int64) (map[int64]int64, error) {
 	var missing []int64
 	var missingAt []int
+	var gens []uint64
 	for i := 0; i < n; i++ {
 		s := c.shard(id(i))
 		s.mu.Lock()
 		b, ok := s.m[id(i)]
+		gen := s.gen
 		s.mu.Unlock()
 		if ok {
 			set(i, b, true)
 		} else {
 			missing = append(missing, id(i))
 			missingAt = append(missingAt, i)
+			gens = append(gens, gen)
 		}
 	}
 	if len(missing) == 0 && len(convs) == 0 {
@@ -100,7 +113,7 @@ func (c *bodyCache) fill(ctx context.Context, n int, id func(i int) int64, set f
 	for k, i := range missingAt {
 		b, found := got[missing[k]]
 		if found {
-			c.put(missing[k], b)
+			c.put(missing[k], b, gens[k])
 		}
 		set(i, b, found)
 	}
