@@ -185,21 +185,27 @@ func (s *Store) newestPage(ctx context.Context, dst []wire.Message, exp []wire.E
 }
 
 // NeedsBody reports whether m, read by ArchiveEntryPage, waits for its
-// body: a message that its conversation's horizon did not expire.
+// body: every message (an expired one for its kind only, see SetBody).
 func NeedsBody(m *wire.Message) bool {
-	return m.MsgID != 0 && m.EventType == 0 && !m.Expired
+	return m.MsgID != 0 && m.EventType == 0
 }
 
 // SetBody completes a message of ArchiveEntryPage with the body of its
-// msg_id, as ArchivePage's join would have: found false (retention removed
-// the body) expires it; a found body's kind is the message's (a deleted
-// user's message is a tombstone there).
+// msg_id, as ArchivePage's join does: found false (retention removed the
+// body) expires it; a found body's kind is the message's (a deleted user's
+// message is a tombstone there), also when the conversation's horizon
+// expired the message already, which keeps no text, sender or time.
 func SetBody(m *wire.Message, b Body, found bool) {
-	if !found {
+	switch {
+	case m.Expired:
+		if found {
+			m.Kind = b.Kind
+		}
+	case !found:
 		expire(m)
-		return
+	default:
+		m.Text, m.Kind, m.SenderUID, m.CreatedAtMs = b.Text, b.Kind, b.SenderUID, b.CreatedAtMs
 	}
-	m.Text, m.Kind, m.SenderUID, m.CreatedAtMs = b.Text, b.Kind, b.SenderUID, b.CreatedAtMs
 }
 
 // expire makes m an expired message: no text, no sender, the time of its

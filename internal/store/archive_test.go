@@ -74,7 +74,8 @@ func TestNthNewestSeqMatchesOffsetSemantics(t *testing.T) {
 // and completed with BodiesAndHorizons and SetBody, as a gateway does from
 // its cache, is the page ArchivePage and NewestPage read with the join: a
 // plain message, a deleted user's tombstone, a body retention removed, a
-// message at its conversation's horizon, and an event.
+// message at its conversation's horizon (a tombstone among them), and an
+// event.
 func TestArchiveEntryPageCompletedIsTheJoinedPage(t *testing.T) {
 	st := testenv.Store(t)
 	ctx := context.Background()
@@ -84,9 +85,10 @@ func TestArchiveEntryPageCompletedIsTheJoinedPage(t *testing.T) {
 	m1 := f.send(c1, 1, 4, at)
 	m2 := f.send(c2, 1, 3, at.Add(time.Second))
 	for _, q := range []string{
-		// m1[1]: its sender was deleted (a tombstone body); m1[2]: its body
-		// is gone (retention); c2 expired up to conv_seq 2.
-		fmt.Sprintf(`UPDATE msg_content SET kind = 2, body = '', sender_uid = 0 WHERE msg_id = %d`, m1[1]),
+		// m1[1] and m2[0]: their sender was deleted (tombstone bodies, as
+		// TombstoneBodies writes them); m1[2]: its body is gone
+		// (retention); c2 expired up to conv_seq 2.
+		fmt.Sprintf(`UPDATE msg_content SET kind = 2, body = '', sender_device = '' WHERE msg_id IN (%d, %d)`, m1[1], m2[0]),
 		fmt.Sprintf(`DELETE FROM msg_content WHERE msg_id = %d`, m1[2]),
 		fmt.Sprintf(`INSERT INTO conv_expiry (conv_id, expired_seq, expired_msg_id) VALUES (%d, 2, %d)`, c2, m2[1]),
 	} {
@@ -161,8 +163,11 @@ func TestArchiveEntryPageCompletedIsTheJoinedPage(t *testing.T) {
 	if m := byID[m1[2]]; !m.Expired || m.Text != "" {
 		t.Errorf("message without its body %+v", m)
 	}
-	if m := byID[m2[1]]; !m.Expired || byID[m2[2]].Expired || len(exp) != 1 || exp[0].ConvID != c2 || exp[0].UpTo != 2 {
+	if m := byID[m2[1]]; !m.Expired || m.Text != "" || m.SenderUID != 0 || byID[m2[2]].Expired || len(exp) != 1 || exp[0].ConvID != c2 || exp[0].UpTo != 2 {
 		t.Errorf("horizon: %+v, %+v, expired ranges %v", m, byID[m2[2]], exp)
+	}
+	if m := byID[m2[0]]; !m.Expired || m.Kind != wire.KindDeleted {
+		t.Errorf("tombstone at the horizon %+v", m)
 	}
 	if last := page[len(page)-1]; last.EventType != 1 || last.EventPeer != 2 {
 		t.Errorf("event %+v", last)
