@@ -36,8 +36,11 @@ var pagePool = sync.Pool{New: func() any { return new(page) }}
 func getPage() *page { return pagePool.Get().(*page) }
 
 func putPage(pg *page) {
-	for i := range pg.msgs {
-		pg.msgs[i].Text = "" // do not pin bodies
+	// Do not pin bodies: up to the capacity, since sendPage shortens the
+	// slice by what went ahead on the live lane.
+	all := pg.msgs[:cap(pg.msgs)]
+	for i := range all {
+		all[i].Text = ""
 	}
 	pg.msgs, pg.entries, pg.idx, pg.expired, pg.convs = pg.msgs[:0], pg.entries[:0], pg.idx[:0], pg.expired[:0], pg.convs[:0]
 	pg.hdr = wire.BatchHeader{}
