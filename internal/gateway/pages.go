@@ -78,7 +78,7 @@ func (s *session) archivePage(ctx context.Context, covered uint64, info partInfo
 	defer release()
 	pg := getPage()
 	t0 := time.Now()
-	pg.msgs, pg.expired, err = s.g.st.ArchiveEntryPage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, covered, info.archived, n)
+	pg.msgs, pg.expired, err = s.g.st.ArchivePage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, covered, info.archived, n)
 	if err == nil {
 		err = s.archiveBodies(ctx, pg)
 	}
@@ -537,7 +537,7 @@ func (s *session) sendNewest(ctx context.Context) error {
 	cursor := s.led.Cursor()
 	s.mu.Unlock()
 	pg := getPage()
-	pg.msgs, pg.expired, err = s.g.st.NewestEntryPage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
+	pg.msgs, pg.expired, err = s.g.st.NewestPage(ctx, pg.msgs[:0], pg.expired[:0], s.uid, cursor, arch[s.p], s.prof.pageSize)
 	if err == nil {
 		err = s.archiveBodies(ctx, pg)
 	}

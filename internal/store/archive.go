@@ -146,55 +146,40 @@ func (s *Store) ArchiveProgress(ctx context.Context) (map[int]uint64, error) {
 }
 
 // ArchivePage reads up to limit of uid's archived entries with after < seq
-// <= upTo, in seq order, with their bodies, appending to dst. A message
-// whose body retention removed comes with Expired set; exp gets the
-// retention horizon of each conversation of the page's messages that has
-// one (the entries before it may be gone too: the device passes over them).
+// <= upTo, in seq order, appending to dst, without their bodies: a message
+// comes with its entry's kind and without text, sender and time; SetBody
+// completes each that NeedsBody. A gateway takes the bodies from its
+// cache: in a login storm of a group, every member's page joined the same
+// few bodies again (the join was half of a page's cost in Postgres,
+// docs/benchmarks.md, "Issue 11: archive pages without the body join").
+// A message at or below its conversation's retention horizon comes
+// expired, and exp gets the horizon of each conversation of the page that
+// has one (the entries before it may be gone too: the device passes over
+// them).
 func (s *Store) ArchivePage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
-	return s.archivePage(ctx, dst, exp, sqlArchivePage, true, uid, after, upTo, limit)
+	return s.archivePage(ctx, dst, exp, sqlArchivePage, uid, after, upTo, limit)
 }
 
 // NewestPage reads the last limit of uid's archived entries with after <
 // seq <= upTo, in seq order, as ArchivePage does.
 func (s *Store) NewestPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
-	return s.newestPage(ctx, dst, exp, sqlNewestPage, true, uid, after, upTo, limit)
-}
-
-// ArchiveEntryPage is ArchivePage without the bodies: the messages come
-// with their entry's kind and without text, sender and time, unless their
-// conversation's horizon expired them already. SetBody completes each
-// message that NeedsBody. A gateway takes the bodies from its cache: in a
-// login storm of a group, every member's page joined the same few bodies
-// again (the join was half of a page's cost in Postgres, docs/
-// benchmarks.md, "Issue 11: archive pages without the body join").
-func (s *Store) ArchiveEntryPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
-	return s.archivePage(ctx, dst, exp, sqlArchiveEntryPage, false, uid, after, upTo, limit)
-}
-
-// NewestEntryPage is NewestPage without the bodies, as ArchiveEntryPage.
-func (s *Store) NewestEntryPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
-	return s.newestPage(ctx, dst, exp, sqlNewestEntryPage, false, uid, after, upTo, limit)
-}
-
-// newestPage reads a page of q, newest first, and turns it into seq order.
-func (s *Store) newestPage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, q string, bodies bool, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
 	n := len(dst)
-	dst, exp, err := s.archivePage(ctx, dst, exp, q, bodies, uid, after, upTo, limit)
+	dst, exp, err := s.archivePage(ctx, dst, exp, sqlNewestPage, uid, after, upTo, limit)
 	slices.Reverse(dst[n:])
 	return dst, exp, err
 }
 
-// NeedsBody reports whether m, read by ArchiveEntryPage, waits for its
+// NeedsBody reports whether m, read by ArchivePage, waits for its
 // body: every message (an expired one for its kind only, see SetBody).
 func NeedsBody(m *wire.Message) bool {
 	return m.MsgID != 0 && m.EventType == 0
 }
 
-// SetBody completes a message of ArchiveEntryPage with the body of its
-// msg_id, as ArchivePage's join does: found false (retention removed the
-// body) expires it; a found body's kind is the message's (a deleted user's
-// message is a tombstone there), also when the conversation's horizon
-// expired the message already, which keeps no text, sender or time.
+// SetBody completes a message of ArchivePage with the body of its msg_id:
+// found false (retention removed the body) expires it; a found body's kind
+// is the message's (a deleted user's message is a tombstone there), also
+// when the conversation's horizon expired the message already, which keeps
+// no text, sender or time.
 func SetBody(m *wire.Message, b Body, found bool) {
 	switch {
 	case m.Expired:
@@ -215,31 +200,19 @@ func expire(m *wire.Message) {
 	m.CreatedAtMs = ids.Time(m.MsgID).UnixMilli()
 }
 
-// The page's messages come with their bodies (a missing one: expired) and
-// their conversation's retention horizon (conv_expiry, one row per
-// conversation: a probe per message, none of it when nothing expired).
-// A message's kind comes from its content row where there is one: a
-// deleted user's message is a tombstone there (KindDeletedBody).
+// The page's entries come with their conversation's retention horizon
+// (conv_expiry, one row per conversation: a probe per message, none of it
+// when nothing expired).
 const (
 	sqlArchiveCols = `
-		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, coalesce(m.kind, a.kind), a.event, a.peer_uid, coalesce(e.expired_seq, 0),
-		       coalesce(m.sender_uid, 0), coalesce(m.body, ''), coalesce(m.created_at, 'epoch'), a.msg_id <> 0 AND m.msg_id IS NULL
-		FROM inbox_archive a LEFT JOIN msg_content m ON m.msg_id = a.msg_id AND a.msg_id <> 0
-		LEFT JOIN conv_expiry e ON e.conv_id = a.conv_id AND a.msg_id <> 0
-		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3`
-	sqlArchivePage = sqlArchiveCols + ` ORDER BY a.seq LIMIT $4`
-	sqlNewestPage  = sqlArchiveCols + ` ORDER BY a.seq DESC LIMIT $4`
-
-	// The same without msg_content: its first eight columns.
-	sqlArchiveEntryCols = `
 		SELECT a.seq, a.msg_id, a.conv_id, a.conv_seq, a.kind, a.event, a.peer_uid, coalesce(e.expired_seq, 0)
 		FROM inbox_archive a LEFT JOIN conv_expiry e ON e.conv_id = a.conv_id AND a.msg_id <> 0
 		WHERE a.uid = $1 AND a.seq > $2 AND a.seq <= $3`
-	sqlArchiveEntryPage = sqlArchiveEntryCols + ` ORDER BY a.seq LIMIT $4`
-	sqlNewestEntryPage  = sqlArchiveEntryCols + ` ORDER BY a.seq DESC LIMIT $4`
+	sqlArchivePage = sqlArchiveCols + ` ORDER BY a.seq LIMIT $4`
+	sqlNewestPage  = sqlArchiveCols + ` ORDER BY a.seq DESC LIMIT $4`
 )
 
-func (s *Store) archivePage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, q string, bodies bool, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
+func (s *Store) archivePage(ctx context.Context, dst []wire.Message, exp []wire.ExpiredRange, q string, uid int64, after, upTo uint64, limit int) ([]wire.Message, []wire.ExpiredRange, error) {
 	rows, err := s.Pool.Query(ctx, q, uid, int64(after), int64(upTo), limit)
 	if err != nil {
 		return dst, exp, fmt.Errorf("store: archive page: %w", err)
@@ -252,16 +225,8 @@ func (s *Store) archivePage(ctx context.Context, dst []wire.Message, exp []wire.
 		m            wire.Message
 		seq, horizon int64
 		kind, event  int16
-		created      time.Time
-		text         string
-		sender       int64
-		expired      bool
 	}
-	dest := []any{&r.seq, &r.m.MsgID, &r.m.ConvID, &r.m.ConvSeq, &r.kind, &r.event, &r.m.EventPeer, &r.horizon,
-		&r.sender, &r.text, &r.created, &r.expired}
-	if !bodies {
-		dest = dest[:8] // ArchiveEntryPage selects no body columns
-	}
+	dest := []any{&r.seq, &r.m.MsgID, &r.m.ConvID, &r.m.ConvSeq, &r.kind, &r.event, &r.m.EventPeer, &r.horizon}
 	for rows.Next() {
 		r.m = wire.Message{}
 		if err := rows.Scan(dest...); err != nil {
@@ -269,17 +234,14 @@ func (s *Store) archivePage(ctx context.Context, dst []wire.Message, exp []wire.
 		}
 		m := r.m
 		m.Seq, m.Kind = uint64(r.seq), uint32(r.kind)
-		if bodies {
-			m.SenderUID, m.Text, m.CreatedAtMs, m.Expired = r.sender, r.text, r.created.UnixMilli(), r.expired
-		}
 		switch {
 		case r.event != 0:
 			// Events keep their position in conv_seq of the row.
-			m.EventType, m.EventUpTo, m.ConvSeq, m.CreatedAtMs = uint32(r.event), m.ConvSeq, 0, 0
-		case m.Expired || m.ConvSeq <= r.horizon:
+			m.EventType, m.EventUpTo, m.ConvSeq = uint32(r.event), m.ConvSeq, 0
+		case m.ConvSeq <= r.horizon:
 			// Gone, or about to go (horizons are recorded before the
-			// range is dropped): expired either way, so that every
-			// device sees the same.
+			// range is dropped): expired, so that every device sees the
+			// same whatever a body cache still holds.
 			expire(&m)
 		}
 		if r.horizon > 0 {

@@ -70,13 +70,12 @@ func TestNthNewestSeqMatchesOffsetSemantics(t *testing.T) {
 	}
 }
 
-// An archive page read without bodies (ArchiveEntryPage, NewestEntryPage)
-// and completed with BodiesAndHorizons and SetBody, as a gateway does from
-// its cache, is the page ArchivePage and NewestPage read with the join: a
-// plain message, a deleted user's tombstone, a body retention removed, a
-// message at its conversation's horizon (a tombstone among them), and an
-// event.
-func TestArchiveEntryPageCompletedIsTheJoinedPage(t *testing.T) {
+// An archive page read without bodies and completed with them (SetBody,
+// as a gateway does from its cache) is what the device must get: a plain
+// message, a deleted user's tombstone, a body retention removed, messages
+// at their conversation's horizon (a tombstone among them), and an event;
+// a newest page is the page's last entries, in seq order.
+func TestArchivePageCompletedWithItsBodies(t *testing.T) {
 	st := testenv.Store(t)
 	ctx := context.Background()
 	f := &fixture{t: t, st: st}
@@ -102,54 +101,29 @@ func TestArchiveEntryPageCompletedIsTheJoinedPage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	complete := func(page []wire.Message) []wire.Message {
-		var need []int64
-		for i := range page {
-			if store.NeedsBody(&page[i]) {
-				need = append(need, page[i].MsgID)
-			}
-		}
-		bodies, _, err := st.BodiesAndHorizons(ctx, need, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range page {
-			if store.NeedsBody(&page[i]) {
-				b, found := bodies[page[i].MsgID]
-				store.SetBody(&page[i], b, found)
-			}
-		}
-		return page
-	}
-	for _, limit := range []int{3, 100} {
-		joined, jexp, err := st.ArchivePage(ctx, nil, nil, 1, 0, 1<<40, limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries, eexp, err := st.ArchiveEntryPage(ctx, nil, nil, 1, 0, 1<<40, limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := complete(entries); !reflect.DeepEqual(got, joined) || !reflect.DeepEqual(eexp, jexp) {
-			t.Fatalf("limit %d: completed entry page\n%+v %v\nwant the joined page\n%+v %v", limit, got, eexp, joined, jexp)
-		}
-		newest, nexp, err := st.NewestPage(ctx, nil, nil, 1, 0, 1<<40, limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries, eexp, err = st.NewestEntryPage(ctx, nil, nil, 1, 0, 1<<40, limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := complete(entries); !reflect.DeepEqual(got, newest) || !reflect.DeepEqual(eexp, nexp) {
-			t.Fatalf("limit %d: completed newest entry page\n%+v %v\nwant the joined page\n%+v %v", limit, got, eexp, newest, nexp)
-		}
-	}
-	// The page holds every case it is about.
 	page, exp, err := st.ArchivePage(ctx, nil, nil, 1, 0, 1<<40, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
+	page = testenv.WithBodies(t, st, page)
+	if len(page) != 8 {
+		t.Fatalf("%d entries, want 8: %+v", len(page), page)
+	}
+	newest, nexp, err := st.NewestPage(ctx, nil, nil, 1, 0, 1<<40, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newest = testenv.WithBodies(t, st, newest); !reflect.DeepEqual(newest, page[5:]) || !reflect.DeepEqual(nexp, exp) {
+		t.Fatalf("newest page of 3\n%+v %v\nwant the page's last 3\n%+v %v", newest, nexp, page[5:], exp)
+	}
+	first, _, err := st.ArchivePage(ctx, nil, nil, 1, 0, 1<<40, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first = testenv.WithBodies(t, st, first); !reflect.DeepEqual(first, page[:3]) {
+		t.Fatalf("page of 3\n%+v\nwant the page's first 3\n%+v", first, page[:3])
+	}
+	// Every case the test is about, as the device must get it.
 	byID := map[int64]wire.Message{}
 	for _, m := range page {
 		byID[m.MsgID] = m

@@ -202,6 +202,7 @@ func TestMigrationKeepsExistingDataInTheLegacyRange(t *testing.T) {
 		t.Fatalf("%d inbox entries in the legacy range, want 61", n)
 	}
 	page, exp, err := st.ArchivePage(ctx, nil, nil, 2, 0, 1000, 100)
+	page = testenv.WithBodies(t, st, page)
 	if err != nil || len(page) != 31 || page[0].Text != "old 1" || page[30].EventType != 1 || len(exp) != 0 {
 		t.Fatalf("archive page of the legacy data: %d entries (%v), expired %v", len(page), err, exp)
 	}
@@ -349,6 +350,7 @@ func TestExpireRangeKeepsHeldConversations(t *testing.T) {
 		t.Fatalf("rebuilt range %+v", r)
 	}
 	page, _, err := f.st.ArchivePage(ctx, nil, nil, 4, 0, 1<<40, 100)
+	page = testenv.WithBodies(t, f.st, page)
 	if err != nil || len(page) != 10 || page[0].Expired || page[0].Text != "m1" {
 		t.Fatalf("a held conversation's page: %v, %v", page, err)
 	}

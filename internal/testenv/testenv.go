@@ -23,6 +23,7 @@ import (
 	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/natsembed"
 	"github.com/inboxd/inboxd/internal/store"
+	"github.com/inboxd/inboxd/wire"
 )
 
 // AdminURL is the Postgres URL tests create their databases through
@@ -170,4 +171,28 @@ func Token(t testing.TB, uid int64, device string) string {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// WithBodies completes the messages of an archive page (store.ArchivePage,
+// NewestPage) with their bodies read from Postgres, as a gateway does
+// through its body cache (store.NeedsBody, SetBody).
+func WithBodies(t testing.TB, st *store.Store, page []wire.Message) []wire.Message {
+	t.Helper()
+	var need []int64
+	for i := range page {
+		if store.NeedsBody(&page[i]) {
+			need = append(need, page[i].MsgID)
+		}
+	}
+	bodies, _, err := st.BodiesAndHorizons(context.Background(), need, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range page {
+		if store.NeedsBody(&page[i]) {
+			b, found := bodies[page[i].MsgID]
+			store.SetBody(&page[i], b, found)
+		}
+	}
+	return page
 }
