@@ -178,6 +178,16 @@ func testOfflineLongerThanTheHotWindow(t *testing.T, adjust func(*config.Config)
 		if (i < old) != (m.GetSeq() < trimmedBelow) {
 			t.Fatalf("message %d has seq %d; the stream was trimmed below %d", i, m.GetSeq(), trimmedBelow)
 		}
+		// With its body, whichever source served it (the archive's
+		// entries carry none: the gateway adds them from its cache).
+		text := fmt.Sprintf("old message %d", i)
+		if i >= old {
+			text = fmt.Sprintf("new message %d", i-old)
+		}
+		if m.GetText() != text || m.GetSenderUid() != 1 || m.GetCreatedAtMs() == 0 || m.GetExpired() {
+			t.Fatalf("message %d (seq %d): text %q, sender %d, created %d, expired %v; want %q from 1",
+				i, m.GetSeq(), m.GetText(), m.GetSenderUid(), m.GetCreatedAtMs(), m.GetExpired(), text)
+		}
 	}
 	if d := metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`) - archivePages; d == 0 {
 		t.Fatal("no backfill page came from the archive")
