@@ -124,6 +124,7 @@ type Fanout struct {
 	ids     *idSource
 	held    *lease.Lease // the node id lease (with Options.Leases)
 	metrics *metrics
+	ensured bool // the consumers were created (CreateConsumers before Run)
 
 	// afterCommit, when set (tests only), runs after the content commit and
 	// before the inbox publishes; an error abandons the batch there, as a
@@ -161,6 +162,24 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, reg prom
 // publishWindow is the most inbox publishes in flight per process.
 const publishWindow = 16384
 
+// CreateConsumers creates or updates the fanout consumers before Run (Run
+// does it otherwise), so that a start that cannot fails there.
+func (f *Fanout) CreateConsumers(ctx context.Context) error {
+	if f.ensured {
+		return nil
+	}
+	kept, err := streams.EnsureFanoutConsumers(ctx, f.js, f.opts.Layout)
+	if err != nil {
+		return err
+	}
+	if len(kept) > 0 {
+		f.log.Warn("fanout consumers of an older installation keep their file storage: they cost CPU while they move; "+
+			"docs/operations.md, 'Upgrading: the consumers storage', moves them to memory", zap.Strings("consumers", kept))
+	}
+	f.ensured = true
+	return nil
+}
+
 // Run creates the fanout consumers if needed and processes the partitions
 // until ctx is done. Streams must exist (streams.EnsureStreams).
 func (f *Fanout) Run(ctx context.Context) error {
@@ -168,12 +187,8 @@ func (f *Fanout) Run(ctx context.Context) error {
 	// a node catching up) is waited out: the fanout stopping here would
 	// stop it for the process's lifetime.
 	for delay := 250 * time.Millisecond; ; delay = min(2*delay, 4*time.Second) {
-		kept, err := streams.EnsureFanoutConsumers(ctx, f.js, f.opts.Layout)
+		err := f.CreateConsumers(ctx)
 		if err == nil {
-			if len(kept) > 0 {
-				f.log.Warn("fanout consumers of an older installation keep their file storage: they cost CPU while they move; "+
-					"docs/operations.md, 'Upgrading: the consumers storage', moves them to memory", zap.Strings("consumers", kept))
-			}
 			break
 		}
 		if !natsconn.Unanswered(err) || ctx.Err() != nil {

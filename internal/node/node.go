@@ -117,7 +117,7 @@ func Start(ctx context.Context, cfg config.Config, roles config.Role, log *zap.L
 		}
 	}
 	if roles&config.RoleFanout != 0 {
-		if err := n.startFanout(ctx, run, cfg, js, reg); err != nil {
+		if err := n.startFanout(ctx, run, cfg, reg); err != nil {
 			return nil, err
 		}
 	}

@@ -123,7 +123,7 @@ func (n *Node) startPush(run context.Context, cfg config.Config, roles config.Ro
 
 // startFanout creates the fanout's consumers (within ctx) and starts its
 // loop, which runs until run ends.
-func (n *Node) startFanout(ctx, run context.Context, cfg config.Config, js jetstream.JetStream, reg prometheus.Registerer) error {
+func (n *Node) startFanout(ctx, run context.Context, cfg config.Config, reg prometheus.Registerer) error {
 	var err error
 	n.Fanout, err = fanout.New(fanout.Options{Layout: cfg.Layout, NodeID: cfg.NodeID, BatchSize: cfg.BatchSize,
 		Leases: n.leases, Holder: holderName(cfg)},
@@ -140,8 +140,7 @@ func (n *Node) startFanout(ctx, run context.Context, cfg config.Config, js jetst
 	// catching up: its first creates time out (seen in TestAllInOneCluster
 	// after a restart). They are retried like the streams' creation.
 	if err := retryCluster(ctx, n.log, "create the fanout consumers", cfg.Replicas, func(ctx context.Context) error {
-		_, err := streams.EnsureFanoutConsumers(ctx, js, cfg.Layout) // the fanout logs a kept storage
-		return err
+		return n.Fanout.CreateConsumers(ctx)
 	}); err != nil {
 		return err
 	}

@@ -264,25 +264,6 @@ func AddExpired(exp []wire.ExpiredRange, conv, upTo int64) []wire.ExpiredRange {
 	return append(exp, wire.ExpiredRange{ConvID: conv, UpTo: upTo})
 }
 
-// Bodies returns the body of each msg_id found.
-func (s *Store) Bodies(ctx context.Context, msgIDs []int64) (map[int64]string, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT msg_id, body FROM msg_content WHERE msg_id = ANY($1::bigint[])`, msgIDs)
-	if err != nil {
-		return nil, fmt.Errorf("store: bodies: %w", err)
-	}
-	out := make(map[int64]string, len(msgIDs))
-	var id int64
-	var body string
-	_, err = pgx.ForEachRow(rows, []any{&id, &body}, func() error {
-		out[id] = body
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: bodies: %w", err)
-	}
-	return out, nil
-}
-
 // Body is a message's text and kind as stored: the kind of a deleted
 // user's message is KindDeletedBody (its text empty), whatever its inbox
 // entries say.
