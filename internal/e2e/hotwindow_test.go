@@ -347,6 +347,75 @@ func TestSummaryPendingDuringAnArchiveCatchUp(t *testing.T) {
 	}
 }
 
+// At the end of an archive catch-up the device's consumer is moved to the
+// cursor (positionTail) before it reads the tail the archive does not hold:
+// it delivers only that tail, not the stretch the archive served again (the
+// stream still holds it here: the archive serves it because the tail is
+// long, TailScan), and its ack floor follows the device's confirmations. A
+// consumer left where the catch-up began would deliver the whole stretch
+// again, to be skipped entry by entry.
+func TestConsumerMovesToTheCursorAtTheSwitchToTheTail(t *testing.T) {
+	cfg := testnode.Config(t, testenv.Database(t))
+	cfg.TailScan = 10
+	n := testnode.StartNode(t, cfg, config.RoleAllInOne)
+	conv := createConv(t, n, false, 1, 2)
+	firstLogin(t, n, 2, "phone", "mobile")
+	const archived, tail = 250, 5
+	want := sendN(t, n, 1, conv, archived, "archived")
+	waitArchived(t, n, 2*archived)
+	time.Sleep(time.Second) // the gateway reads the archive's mark every 250 ms (partInfos)
+	// The archiver cannot write: the next entries stay in the stream only.
+	tx, err := n.Store.Pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(context.Background(), `LOCK TABLE archive_progress IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, sendN(t, n, 1, conv, tail, "tail")...)
+
+	const resets = `inboxd_gateway_consumer_requests_total{op="reset_to"}`
+	const archivePages = `inboxd_gateway_backfill_pages_total{source="archive"}`
+	resetsBefore, pagesBefore := metric(t, n, resets), metric(t, n, archivePages)
+	c := dialRaw(t, n.Gateway.TCPAddr())
+	c.rawHello(2, "phone", "mobile")
+	got := c.readConfirming(nil, len(want), func(_ *pb.Batch, got []*pb.Message) bool { return len(got) >= len(want) })
+	if len(got) != len(want) {
+		t.Fatalf("the device got %d messages, want %d", len(got), len(want))
+	}
+	for i, m := range got {
+		if m.GetMsgId() != want[i] {
+			t.Fatalf("message %d is msg %d (seq %d), want %d: every message in order, once", i, m.GetMsgId(), m.GetSeq(), want[i])
+		}
+	}
+	if d := metric(t, n, archivePages) - pagesBefore; d < 2 {
+		t.Fatalf("%v pages came from the archive, want the archived stretch's", d)
+	}
+	if d := metric(t, n, resets) - resetsBefore; d != 1 {
+		t.Fatalf("the consumer was moved %v times during the catch-up, want once: at the switch to the tail", d)
+	}
+	last := got[len(got)-1].GetSeq()
+	js, err := jetstream.New(testnode.Admin(t, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := streams.InboxStream(ids.Partition(2, testnode.Layout().InboxPartitions))
+	var ci *jetstream.ConsumerInfo
+	waitCond(t, 10*time.Second, "the tail confirmed on the consumer", func() (bool, string) {
+		cons, err := js.Consumer(ctxT(t, 5*time.Second), stream, streams.DeviceConsumer(2, "phone"))
+		if err != nil {
+			return false, err.Error()
+		}
+		ci = cons.CachedInfo()
+		return ci.AckFloor.Stream == last, fmt.Sprintf("ack floor %d, want %d (the last message's seq)", ci.AckFloor.Stream, last)
+	})
+	if ci.Delivered.Consumer > tail {
+		t.Fatalf("the consumer made %d deliveries since its last move, want at most the %d of the tail: "+
+			"it delivered the archived stretch again", ci.Delivered.Consumer, tail)
+	}
+}
+
 // An inbox entry that does not decode (garbage published to a user's inbox
 // subject, here by the admin user) is not skipped without a trace: it lands
 // in inbox_quarantine with its raw bytes and the error, it is counted, and
