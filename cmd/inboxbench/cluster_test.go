@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
-	"os/exec"
 	"testing"
 	"time"
-
-	"github.com/inboxd/inboxd/internal/testenv"
 )
 
 // TestQuickStormCluster runs storm --cluster 3 in quick mode: a 3-node
@@ -20,15 +15,7 @@ func TestQuickStormCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two clustered systems")
 	}
-	bin := buildBench(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "storm", "--cluster", "3", "--quick", "--json", "--pg", testenv.AdminURL())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("inboxbench storm --cluster 3 --quick: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
+	stdout := &runBench(t, 4*time.Minute, "", "storm", "--cluster", "3", "--quick").stdout
 	var out struct {
 		Scenario       string  `json:"scenario"`
 		Cluster        int     `json:"cluster"`

@@ -2,13 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"os/exec"
 	"testing"
 	"time"
-
-	"github.com/inboxd/inboxd/internal/testenv"
 )
 
 // devicesContract lists the fields of `inboxbench devices --nodes N --json`
@@ -25,15 +21,7 @@ func TestQuickDevices(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts whole systems")
 	}
-	bin := buildBench(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "devices", "--quick", "--nodes", "1", "--json", "--pg", testenv.AdminURL())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("inboxbench devices --quick: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
+	stdout := &runBench(t, 3*time.Minute, "", "devices", "--quick", "--nodes", "1").stdout
 	var m map[string]any
 	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &m); err != nil {
 		t.Fatalf("not one JSON object: %q: %v", stdout.String(), err)

@@ -3,15 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/inboxd/inboxd/internal/testenv"
 )
 
 // contract lists the fields other tooling reads from each scenario's JSON.
@@ -32,21 +28,10 @@ func TestQuickScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts whole systems")
 	}
-	bin := buildBench(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
 	profDir := t.TempDir()
-	cmd := exec.CommandContext(ctx, bin, "all", "--quick", "--json", "--pg", testenv.AdminURL(), "--profile", profDir)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("inboxbench all --quick took %s", time.Since(start).Round(time.Millisecond))
-	if err != nil {
-		t.Fatalf("inboxbench all --quick: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
+	out := runBench(t, 4*time.Minute, "", "all", "--quick", "--profile", profDir)
 	got := map[string]map[string]any{}
-	sc := bufio.NewScanner(&stdout)
+	sc := bufio.NewScanner(&out.stdout)
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -66,7 +51,7 @@ func TestQuickScenarios(t *testing.T) {
 	}
 	for scenario, fields := range contract {
 		if got[scenario] == nil {
-			t.Errorf("no %s result; stderr:\n%s", scenario, stderr.String())
+			t.Errorf("no %s result", scenario)
 			continue
 		}
 		for _, f := range fields {
@@ -130,7 +115,7 @@ func TestQuickScenarios(t *testing.T) {
 		}
 	}
 	if os.Getenv("INBOXBENCH_TEST_VERBOSE") != "" {
-		t.Logf("stderr:\n%s", stderr.String())
+		t.Logf("stderr:\n%s", out.stderr.String())
 	}
 }
 
@@ -141,15 +126,8 @@ func TestLiveWithoutProfileWritesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a whole system")
 	}
-	bin := buildBench(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	cwd := t.TempDir()
-	cmd := exec.CommandContext(ctx, bin, "live", "--quick", "--json", "--pg", testenv.AdminURL())
-	cmd.Dir = cwd
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("inboxbench live --quick: %v\n%s", err, out)
-	}
+	runBench(t, 2*time.Minute, cwd, "live", "--quick")
 	left, err := os.ReadDir(cwd)
 	if err != nil {
 		t.Fatal(err)

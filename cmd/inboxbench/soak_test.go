@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,37 @@ func buildBench(t *testing.T) string {
 	return bin
 }
 
+// benchOutput is what a run of inboxbench wrote.
+type benchOutput struct{ stdout, stderr bytes.Buffer }
+
+// runBench builds inboxbench and runs it with args, --json and the test
+// Postgres server (--pg), in dir ("": this package's) within timeout. A
+// run that fails fails the test with both outputs; so does a test that
+// fails later (the outputs are logged then).
+func runBench(t *testing.T, timeout time.Duration, dir string, args ...string) *benchOutput {
+	t.Helper()
+	bin := buildBench(t)
+	name := "inboxbench " + strings.Join(args, " ")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(args, "--json", "--pg", testenv.AdminURL())...)
+	cmd.Dir = dir
+	out := new(benchOutput)
+	cmd.Stdout, cmd.Stderr = &out.stdout, &out.stderr
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("%s took %s", name, time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", name, err, out.stdout.String(), out.stderr.String())
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s\nstdout:\n%s\nstderr:\n%s", name, out.stdout.String(), out.stderr.String())
+		}
+	})
+	return out
+}
+
 // TestQuickSoak runs `inboxbench soak --quick` (15 s of sends against a
 // system with a 3 s hot window, 8 s retention in 2 s ranges and cleanup
 // every second): the JSON carries the contract fields and a sample per
@@ -45,19 +77,8 @@ func TestQuickSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a whole system")
 	}
-	bin := buildBench(t)
 	plot := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "soak", "--quick", "--json", "--pg", testenv.AdminURL(), "--plot-data", plot)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("inboxbench soak --quick took %s", time.Since(start).Round(time.Millisecond))
-	if err != nil {
-		t.Fatalf("inboxbench soak --quick: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
+	stdout := &runBench(t, 3*time.Minute, "", "soak", "--quick", "--plot-data", plot).stdout
 	var out soakOut
 	var fields map[string]any
 	if err := json.Unmarshal(stdout.Bytes(), &fields); err != nil {
@@ -107,9 +128,6 @@ func TestQuickSoak(t *testing.T) {
 			t.Errorf("--plot-data: %s: %v", f, err)
 		}
 	}
-	if t.Failed() {
-		t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	}
 }
 
 // TestQuickSoakPastRetention: devices away (10 s) longer than the
@@ -122,16 +140,8 @@ func TestQuickSoakPastRetention(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a whole system")
 	}
-	bin := buildBench(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "soak", "--quick", "--json", "--pg", testenv.AdminURL(),
-		"--duration", "25s", "--offline", "10s", "--retention", "4s", "--sample-every", "5s")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("inboxbench soak: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
+	stdout := &runBench(t, 3*time.Minute, "", "soak", "--quick",
+		"--duration", "25s", "--offline", "10s", "--retention", "4s", "--sample-every", "5s").stdout
 	var out soakOut
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatalf("not one JSON object: %v\n%s", err, stdout.String())
@@ -151,8 +161,5 @@ func TestQuickSoakPastRetention(t *testing.T) {
 	}
 	if len(out.Waves) < 2 || expired == 0 {
 		t.Errorf("%d waves, %d of their backlog expired: want at least 2 waves and some expired: %+v", len(out.Waves), expired, out.Waves)
-	}
-	if t.Failed() {
-		t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	}
 }
