@@ -652,6 +652,7 @@ func (s *session) handle(m proto.Message) {
 	case *pb.Summary:
 		s.c.answer(m.GetRequestId(), m)
 	case *pb.RefreshResult:
+		s.c.refreshed(m) // before the reader reads on: a reconnect right after uses the new token
 		s.c.answer(m.GetRequestId(), m)
 	case *pb.Pong:
 	}

@@ -45,13 +45,15 @@ func (c *Client) requestOn(ctx context.Context, s *session, build func(id uint64
 	}
 	select {
 	case m := <-ch:
-		if e, ok := m.(*pb.Error); ok {
-			return nil, wire.FromProto(e)
-		}
-		return m, nil
+		return answered(m)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-s.done:
+		select {
+		case m := <-ch: // answered before the connection was lost
+			return answered(m)
+		default:
+		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.closed {
@@ -59,6 +61,15 @@ func (c *Client) requestOn(ctx context.Context, s *session, build func(id uint64
 		}
 		return nil, errors.New("client: connection lost before the answer")
 	}
+}
+
+// answered is a request's result from its answer: an error frame is the
+// request's error.
+func answered(m proto.Message) (proto.Message, error) {
+	if e, ok := m.(*pb.Error); ok {
+		return nil, wire.FromProto(e)
+	}
+	return m, nil
 }
 
 // notConnected is the error of a call made between sessions: the reason

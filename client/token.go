@@ -26,6 +26,13 @@ type tokenState struct {
 	cur   string    // the latest token: Options.Token, then each one refreshed
 	exp   time.Time // its exp, as the server said (welcome, refresh_result); zero: unknown
 	stale bool      // the server said it expired or refused it: ask RefreshToken before the next hello
+	// sent is a refreshed token on its way to the server in the refresh
+	// with request id sentID: the session's reader makes it cur when the
+	// server's refresh_result arrives (refreshed), before it reads what
+	// follows, so that a connection lost right behind the answer comes
+	// back with it.
+	sent   string
+	sentID uint64
 }
 
 // maxRefreshLead bounds how long before exp a refresh starts.
@@ -146,7 +153,12 @@ func (s *session) refresh(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("RefreshToken: %w", err)
 	}
-	m, err := s.c.requestOn(rctx, s, func(id uint64) proto.Message { return &pb.Refresh{RequestId: id, Token: tok} })
+	m, err := s.c.requestOn(rctx, s, func(id uint64) proto.Message {
+		s.c.mu.Lock()
+		s.c.tok.sent, s.c.tok.sentID = tok, id
+		s.c.mu.Unlock()
+		return &pb.Refresh{RequestId: id, Token: tok}
+	})
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -154,9 +166,15 @@ func (s *session) refresh(ctx context.Context) (time.Time, error) {
 	if !ok {
 		return time.Time{}, errors.New("client: refresh answered with " + fmt.Sprintf("%T", m))
 	}
-	exp := msTime(r.GetExpiresAtMs())
-	s.c.mu.Lock()
-	s.c.tok = tokenState{cur: tok, exp: exp}
-	s.c.mu.Unlock()
-	return exp, nil
+	return msTime(r.GetExpiresAtMs()), nil // the reader took the token (refreshed)
+}
+
+// refreshed takes the token of the refresh that r answers as the latest,
+// with its exp: the session's reader calls it as the answer arrives.
+func (c *Client) refreshed(r *pb.RefreshResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tok.sent != "" && c.tok.sentID == r.GetRequestId() {
+		c.tok = tokenState{cur: c.tok.sent, exp: msTime(r.GetExpiresAtMs())}
+	}
 }
