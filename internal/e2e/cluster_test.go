@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,6 +41,39 @@ type aioNode struct {
 	args                       []string
 	cmd                        *exec.Cmd
 	exited                     chan struct{}
+	held                       []net.Listener // its ports while it is down (hold)
+}
+
+// hold keeps n's ports while n is down: another test of the run picking a
+// free port (testenv.StablePort) could take one of them and fail n's
+// restart ("bind: address already in use", seen in CI). A held port
+// answers a connection by closing it, as near as a listener gets to the
+// refusal a dead box's port gives.
+func (n *aioNode) hold() {
+	for _, p := range []int{n.nats, n.route, n.http, n.ws, n.tcp} {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue // taken already: the restart will say so
+		}
+		n.held = append(n.held, ln)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+}
+
+// release gives n's held ports back, for n's start.
+func (n *aioNode) release() {
+	for _, ln := range n.held {
+		ln.Close()
+	}
+	n.held = nil
 }
 
 func (n *aioNode) wsURL() string   { return "ws://127.0.0.1:" + strconv.Itoa(n.ws) + "/ws" }
@@ -93,6 +127,7 @@ func startAIOCluster(t *testing.T, bin, databaseURL string) *aioCluster {
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
 			c.kill(n)
+			n.release()
 		}
 		if t.Failed() {
 			for _, n := range c.nodes {
@@ -149,6 +184,7 @@ func (c *aioCluster) start(n *aioNode) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	n.release()
 	n.cmd = exec.Command(c.bin, n.args...)
 	n.cmd.Stdout, n.cmd.Stderr = f, f
 	if err := n.cmd.Start(); err != nil {
@@ -162,7 +198,8 @@ func (c *aioCluster) start(n *aioNode) {
 	}(n.cmd, n.exited)
 }
 
-// kill ends n's process with SIGKILL (a box that dies) and waits for it.
+// kill ends n's process with SIGKILL (a box that dies), waits for it and
+// holds its ports until it starts again.
 func (c *aioCluster) kill(n *aioNode) {
 	if n.cmd == nil || n.cmd.Process == nil {
 		return
@@ -170,6 +207,7 @@ func (c *aioCluster) kill(n *aioNode) {
 	_ = n.cmd.Process.Signal(syscall.SIGKILL)
 	<-n.exited
 	n.cmd = nil
+	n.hold()
 }
 
 func (c *aioCluster) waitReady(n *aioNode, d time.Duration) {
