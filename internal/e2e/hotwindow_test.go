@@ -148,14 +148,7 @@ func testOfflineLongerThanTheHotWindow(t *testing.T, adjust func(*config.Config)
 
 	// The newest entries wait for the archiver (it cannot write): the
 	// device reads them from the stream.
-	tx, err := n.Store.Pool.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(context.Background(), `LOCK TABLE archive_progress IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	defer holdArchiver(t, n)()
 	want = append(want, sendN(t, n, 1, conv, 5, "new")...)
 
 	archivePages := metric(t, n, `inboxd_gateway_backfill_pages_total{source="archive"}`)
@@ -196,6 +189,22 @@ func testOfflineLongerThanTheHotWindow(t *testing.T, adjust func(*config.Config)
 		t.Fatal("no backfill page came from the stream")
 	}
 	return n
+}
+
+// holdArchiver stops the archiver's writes until the returned release: a
+// transaction holds archive_progress locked, so new inbox entries stay in
+// the stream only (neither archived nor trimmed).
+func holdArchiver(t *testing.T, n *node.Node) (release func()) {
+	t.Helper()
+	tx, err := n.Store.Pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(context.Background(), `LOCK TABLE archive_progress IN EXCLUSIVE MODE`); err != nil {
+		_ = tx.Rollback(context.Background())
+		t.Fatal(err)
+	}
+	return func() { _ = tx.Rollback(context.Background()) }
 }
 
 // A catch-up from the archive does not move the device's consumer while
@@ -365,14 +374,7 @@ func TestConsumerMovesToTheCursorAtTheSwitchToTheTail(t *testing.T) {
 	waitArchived(t, n, 2*archived)
 	time.Sleep(time.Second) // the gateway reads the archive's mark every 250 ms (partInfos)
 	// The archiver cannot write: the next entries stay in the stream only.
-	tx, err := n.Store.Pool.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(context.Background(), `LOCK TABLE archive_progress IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	defer holdArchiver(t, n)()
 	want = append(want, sendN(t, n, 1, conv, tail, "tail")...)
 
 	const resets = `inboxd_gateway_consumer_requests_total{op="reset_to"}`
@@ -497,14 +499,7 @@ func TestEntriesTrimmedUnderATailReadComeFromTheArchive(t *testing.T) {
 	})
 	// The new ones stay in the stream: the archiver cannot write, so
 	// they are neither archived nor trimmed.
-	tx, err := n.Store.Pool.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(context.Background(), `LOCK TABLE archive_progress IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	defer holdArchiver(t, n)()
 	want = append(want, sendN(t, n, 1, conv, 5, "new")...)
 
 	// The 5 new ones come live; the 50 by backfill, and they must not be
