@@ -294,10 +294,15 @@ func (w *world) run() {
 			}
 			w.sentMu.Unlock()
 			t.Logf("  %d missing", missing)
-			if resp, err := http.Get("http://" + w.h.debugGWs[0] + "/debug/pprof/goroutine?debug=2"); err == nil {
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				_ = os.WriteFile(filepath.Join(os.TempDir(), "inboxd-chaos-gateway-goroutines.txt"), b, 0o644)
+			for i, gw := range w.h.debugGWs {
+				if resp, err := http.Get("http://" + gw + "/debug/pprof/goroutine?debug=2"); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					f := filepath.Join(os.TempDir(), fmt.Sprintf("inboxd-chaos-gateway%d-goroutines.txt", i+1))
+					if os.WriteFile(f, b, 0o644) == nil {
+						t.Logf("  goroutines of gateway %s: %s", gw, f)
+					}
+				}
 			}
 			d.disconnect()
 			_ = d.connect(t)

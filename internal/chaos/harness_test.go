@@ -52,12 +52,20 @@ func newHarness(t *testing.T) *harness {
 			h.procs[i].stop()
 		}
 		if t.Failed() {
+			// The whole logs outlive the test's directory; the tails follow.
+			keep, _ := os.MkdirTemp("", "inboxd-chaos-logs-")
 			for _, p := range h.procs {
 				b, _ := os.ReadFile(filepath.Join(dir, p.name+".log"))
+				if keep != "" {
+					_ = os.WriteFile(filepath.Join(keep, p.name+".log"), b, 0o644)
+				}
 				if len(b) > 4000 {
 					b = b[len(b)-4000:]
 				}
 				t.Logf("--- %s.log (tail)\n%s", p.name, b)
+			}
+			if keep != "" {
+				t.Logf("the whole logs: %s", keep)
 			}
 		}
 	})

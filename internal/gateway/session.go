@@ -169,6 +169,7 @@ type SessionState struct {
 	TailLeft    uint64 `json:"tail_left"`
 	TailKnown   bool   `json:"tail_known"`
 	Started     bool   `json:"started"`
+	Pumping     bool   `json:"pumping"` // a backfill goroutine runs (pump.go)
 }
 
 // State returns a snapshot of the session's delivery state: the one way
@@ -178,7 +179,7 @@ func (s *session) State() SessionState {
 	defer s.mu.Unlock()
 	return SessionState{UID: s.uid, Device: s.device, Consumer: s.consumer, Cursor: s.led.Cursor(), Covered: s.led.Covered(),
 		Unconfirmed: s.led.Unconfirmed(), SentLive: s.led.Ahead(), Pages: s.led.Pages(), ConsumerAt: s.tail.at,
-		TailLeft: s.tail.left, TailKnown: s.tail.known, Started: s.started}
+		TailLeft: s.tail.left, TailKnown: s.tail.known, Started: s.started, Pumping: s.pumping.Load()}
 }
 
 // start lets live entries and the backfill flow, after the welcome.
