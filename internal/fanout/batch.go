@@ -98,10 +98,29 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 
 	var fresh []*store.Message // new rows of this batch
 	var again []*store.Message // stored rows not marked fanned out: publish again
+	var earlier int            // of again, how many are other sends' (see below)
 	var publish []delivery     // what to publish, to whom
 	var rejects []store.Reject
 	err := store.RunSendTx(ctx, pt.f.st.Pool, convIDs, keys, func(tx *store.SendTx) error {
 		convs, lk := tx.Convs, tx.Lookup
+		// Messages of these conversations that another fanout committed
+		// and has not published (it is stuck on NATS, or died and its
+		// sends are not redelivered yet; two fanouts serve a partition
+		// while its pin moves) go out first, from here: an inbox entry
+		// never precedes an earlier conv_seq of its conversation, which a
+		// device that starts a conversation's order at the first entry it
+		// sees would otherwise get late and out of order. The other
+		// fanout's publishes of them are deduplicated (Nats-Msg-Id).
+		ours := make(map[int64]bool, len(lk.Stored))
+		for _, m := range lk.Stored {
+			ours[m.MsgID] = true
+		}
+		for _, m := range tx.Unfanned {
+			if !ours[m.MsgID] {
+				again = append(again, m)
+				earlier++
+			}
+		}
 		// Member lists: reload those whose member_ver moved. Under the row
 		// lock they are the members at the conv_seqs this batch assigns.
 		pt.members.makeRoom(len(convs))
@@ -180,6 +199,9 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 		if err := pt.f.afterCommit(); err != nil {
 			return err
 		}
+	}
+	if earlier > 0 {
+		pt.f.metrics.earlierPublished.Add(float64(earlier))
 	}
 	if len(again) > 0 {
 		d, err := pt.membersAtSendTime(ctx, again)

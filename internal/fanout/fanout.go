@@ -44,7 +44,8 @@ type Options struct {
 	LeaseTiming lease.Timing
 	// Partitions are the SEND partitions this instance pulls; nil means all.
 	// Several instances may pull the same partition: the pinned priority
-	// group lets exactly one of them process it at a time.
+	// group lets one of them process it at a time (two for a moment while
+	// the pin moves, which the batches' order keeping allows, batch.go).
 	Partitions []int
 	// BatchSize is the most sends processed in one Postgres transaction and
 	// one round of inbox publishes (default 256, at most the consumer's
@@ -252,7 +253,10 @@ func (f *Fanout) takeOver(ctx context.Context, p int) (jetstream.Consumer, error
 	// The pin of a predecessor that died lasts PinnedTTL; a fanout
 	// that starts takes the partition over at once. (Should the pinned
 	// one be alive, both serve the partition until the pin settles:
-	// conv_seq is assigned under a row lock, so that is safe.)
+	// conv_seq is assigned under a row lock, and a batch publishes the
+	// messages of its conversations that the other committed and has not
+	// published before its own (batch.go), so inbox entries keep conv_seq
+	// order.)
 	for _, pg := range cons.CachedInfo().PriorityGroups {
 		if pg.PinnedClientID == "" {
 			continue

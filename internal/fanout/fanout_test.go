@@ -393,6 +393,55 @@ func TestConvSeqFollowsSendLogOrder(t *testing.T) {
 	}
 }
 
+// Two fanouts serve a SEND partition for a moment while its pin moves: the
+// one losing it may hold a send it committed (conv_seq N) and cannot
+// publish (NATS fails it), while the other takes the next send of the
+// conversation (N+1). Simulated here by a row committed and never
+// published, as the stuck fanout leaves it: the next send's batch publishes
+// it first, so every member's inbox holds N before N+1 (without that, N's
+// entries came after N+1's once the stuck fanout got through, and a device
+// got N late and out of order; the cluster chaos run saw it).
+func TestAnEarlierSendStuckWithAnotherFanoutIsPublishedFirst(t *testing.T) {
+	r := newRig(t, Options{}, nil)
+	ms := members(1, 3)
+	conv := r.group(ms...)
+	r.send(1, conv, "w", "first", "1:w")
+	w, ok := r.result(30 * time.Second)
+	if !ok || w.Status != pb.SendStatus_STORED || w.ConvSeq != 1 {
+		t.Fatalf("first send: %v", w)
+	}
+	// The other fanout's commit: the row and the conversation's last_seq.
+	stuck := w.MsgId + 1000 // not an id this fanout hands out next
+	ctx := context.Background()
+	if _, err := r.st.Pool.Exec(ctx, `INSERT INTO msg_content (msg_id, conv_id, conv_seq, sender_uid, sender_device, client_msg_id, kind, body, created_at)
+		VALUES ($1, $2, 2, 2, 'd', 'x', 1, 'stuck', now())`, stuck, conv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.Pool.Exec(ctx, `UPDATE conversation SET last_seq = 2 WHERE conv_id = $1`, conv); err != nil {
+		t.Fatal(err)
+	}
+	r.send(3, conv, "y", "after", "3:y")
+	y, ok := r.result(30 * time.Second)
+	if !ok || y.Status != pb.SendStatus_STORED || y.ConvSeq != 3 {
+		t.Fatalf("the send after the stuck one: %v", y)
+	}
+	for _, uid := range ms {
+		var got []int64
+		for _, e := range testenv.InboxEntries(t, r.nc, layout, uid) {
+			got = append(got, e.MsgID)
+		}
+		if want := []int64{w.MsgId, stuck, y.MsgId}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("uid %d's inbox holds %v, want %v (the stuck conv_seq 2 before 3)", uid, got, want)
+		}
+	}
+	if n := r.rows(`SELECT count(*) FROM msg_content WHERE msg_id = $1 AND fanned_out`, stuck); n != 1 {
+		t.Errorf("the stuck message is not marked fanned out")
+	}
+	if got := testutil.ToFloat64(r.f.metrics.earlierPublished); got != 1 {
+		t.Errorf("inboxd_fanout_earlier_published_total %v, want 1", got)
+	}
+}
+
 // A batch with more inbox entries than the process's async publish window
 // (sends to a group of 100) is published within the window, acknowledged
 // as it goes: every send is STORED once, no batch fails and is retried,

@@ -17,6 +17,9 @@ type metrics struct {
 	malformed    prometheus.Counter
 	// consumersRecreated counts fanout consumers found lost and created again.
 	consumersRecreated prometheus.Counter
+	// earlierPublished counts messages another fanout had committed and
+	// not published, published first by a later send's batch.
+	earlierPublished prometheus.Counter
 
 	// Delivery lag per SEND partition (lag.go).
 	pending *prometheus.GaugeVec
@@ -72,6 +75,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		consumersRecreated: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_fanout_consumers_recreated_total",
 			Help: "SEND partitions whose fanout consumer was lost (its state is in memory: a NATS restart loses it) or stopped answering, and was created again; nothing is lost with one.",
+		}),
+		earlierPublished: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_fanout_earlier_published_total",
+			Help: "Messages another fanout had committed and not published yet (stuck on NATS, or dead), published by the batch of a later send of their conversation before its own: inbox entries stay in conv_seq order.",
 		}),
 		pending: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "inboxd_fanout_pending_sends",
