@@ -514,7 +514,7 @@ func (s *session) recover(ctx context.Context, err error) error {
 	s.mu.Lock()
 	s.tail.recreated(cursor)
 	s.mu.Unlock()
-	return errRetry
+	return retry(fmt.Sprintf("consumer created again at cursor %d after: %v", cursor, err))
 }
 
 // syncConsumer, as a session ends, moves the consumer's ack floor up to

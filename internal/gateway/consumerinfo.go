@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -56,8 +57,21 @@ func consumerInfoSubject(stream, consumer string) string {
 	return "$JS.API.CONSUMER.INFO." + stream + "." + consumer
 }
 
+// apiTimeout bounds a JetStream API request made with the core client
+// when its context has no deadline (a session's has none): the jetstream
+// package's default. A request that reached the server answering for the
+// consumer just before that server was killed is answered by nobody, and
+// without a bound it would hold its caller (a session's backfill) until
+// the session ends.
+const apiTimeout = 5 * time.Second
+
 // state reads the consumer's state from its server.
 func (dc *deviceConsumer) state(ctx context.Context) (consumerState, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, apiTimeout)
+		defer cancel()
+	}
 	m, err := dc.nc.RequestWithContext(ctx, consumerInfoSubject(dc.stream, dc.name), nil)
 	if err != nil {
 		return consumerState{}, err

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/streams"
@@ -223,4 +225,53 @@ func FuzzParseConsumerInfo(f *testing.F) {
 			t.Fatalf("%q: read %+v; encoding/json %+v", data, got, want)
 		}
 	})
+}
+
+// A consumer info request that its server took and never answers (killed
+// right after it read it) ends after apiTimeout even on a context without
+// a deadline, a session's: it held the session's backfill until the
+// session ended.
+func TestConsumerInfoUnansweredEnds(t *testing.T) {
+	// A server without JetStream and a responder that reads the request
+	// and never answers, as a server killed right after it read it.
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	sub, err := nc.SubscribeSync(consumerInfoSubject("GONE", "d1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	dc := &deviceConsumer{consumerEnv: &consumerEnv{js: js, nc: nc}, stream: "GONE", name: "d1"}
+	ctx := newCloseCtx() // no deadline, as a session's
+	defer ctx.close()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := dc.info(ctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("unanswered info: %v after %s, want a deadline error", err, time.Since(start).Round(time.Millisecond))
+		}
+	case <-time.After(apiTimeout + 5*time.Second):
+		t.Fatalf("unanswered info still waiting after %s", time.Since(start).Round(time.Second))
+	}
+	if _, err := sub.NextMsg(time.Second); err != nil {
+		t.Fatalf("the request never reached the responder: %v", err)
+	}
 }

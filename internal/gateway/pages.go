@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -195,7 +196,7 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 		s.tail.stale()
 		s.mu.Unlock()
 		putPage(f.pg)
-		return false, errRetry
+		return false, retry(fmt.Sprintf("the consumer's pending count says %d, a fetch brought none", left))
 	}
 	s.mu.Lock()
 	s.tail.fetched(f.delivered, f.last, f.left, f.nextDseq)
@@ -246,7 +247,7 @@ func (s *session) tailPage(ctx context.Context) (bool, error) {
 func (s *session) trimmedUnder(ctx context.Context, from uint64) (bool, error) {
 	info := s.g.parts.get(s.p)
 	if !s.sameEpoch(info) {
-		return false, errRetry // its mark is another stream's (epoch.go): read again
+		return false, retry("the cached archive mark is of another stream epoch") // epoch.go: read again
 	}
 	if from >= info.archived {
 		return false, nil

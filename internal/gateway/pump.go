@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,6 +21,15 @@ var errRetry = errors.New("retry")
 
 // retryPause is how long the pump waits before trying a failed step again.
 const retryPause = 500 * time.Millisecond
+
+// retryWarn is how many retries in a row (errRetry: 10 s) make the pump say
+// that the session's backfill makes no progress: each one is expected,
+// none should go on for long, and a session that retries for good would
+// hold its device's messages back without a word.
+const retryWarn = 20
+
+// retry is errRetry with the reason, for that warning.
+func retry(reason string) error { return fmt.Errorf("%w: %s", errRetry, reason) }
 
 // poke makes the pump look again, starting it if it is not running: a
 // caught-up session holds no goroutine.
@@ -42,6 +52,7 @@ func (s *session) poke() {
 // pump produces backfill pages while there is backlog and room in the
 // window; it sleeps when caught up until poked.
 func (s *session) pump() {
+	retries := 0 // errRetry in a row
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -64,6 +75,9 @@ func (s *session) pump() {
 			}
 			if !errors.Is(err, errRetry) {
 				s.g.log.Warn("backfill step", zap.Int64("uid", s.uid), zap.String("device", s.device), zap.Error(err))
+			} else if retries++; retries%retryWarn == 0 {
+				s.g.log.Warn("backfill makes no progress", zap.Int64("uid", s.uid), zap.String("device", s.device),
+					zap.Int("retries", retries), zap.Any("state", s.State()), zap.Error(err))
 			}
 			select {
 			case <-s.ctx.Done():
@@ -72,6 +86,7 @@ func (s *session) pump() {
 			}
 			continue
 		}
+		retries = 0
 		if !more && !s.sleep() {
 			return
 		}
@@ -105,7 +120,7 @@ func (s *session) step() (bool, error) {
 	ctx := s.ctx
 	info := s.g.parts.get(s.p)
 	if !s.sameEpoch(info) {
-		return false, errRetry // the cached partition is of another stream (epoch.go)
+		return false, retry("the cached partition info is of another stream epoch") // epoch.go
 	}
 	s.mu.Lock()
 	covered, cursor := s.led.Covered(), s.led.Cursor()
