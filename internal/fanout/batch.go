@@ -96,10 +96,11 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	convIDs = sortedUnique(convIDs)
 
-	var fresh []*store.Message // new rows of this batch
-	var again []*store.Message // stored rows not marked fanned out: publish again
-	var earlier int            // of again, how many are other sends' (see below)
-	var publish []delivery     // what to publish, to whom
+	var fresh []*store.Message   // new rows of this batch
+	var again []*store.Message   // stored rows not marked fanned out: publish again
+	var earlier int              // of again, how many are other sends' (see below)
+	var fannedTo map[int64]int64 // each conversation's last_seq after the batch
+	var publish []delivery       // what to publish, to whom
 	var rejects []store.Reject
 	err := store.RunSendTx(ctx, pt.f.st.Pool, convIDs, keys, func(tx *store.SendTx) error {
 		convs, lk := tx.Convs, tx.Lookup
@@ -110,15 +111,32 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 		// never precedes an earlier conv_seq of its conversation, which a
 		// device that starts a conversation's order at the first entry it
 		// sees would otherwise get late and out of order. The other
-		// fanout's publishes of them are deduplicated (Nats-Msg-Id).
-		ours := make(map[int64]bool, len(lk.Stored))
-		for _, m := range lk.Stored {
-			ours[m.MsgID] = true
+		// fanout's publishes of them are deduplicated (Nats-Msg-Id). Only
+		// conversations whose last_seq is not where this fanout knows them
+		// fanned out are looked at: one more round trip, on a
+		// conversation's first batch after a start or after another
+		// fanout wrote to it (every batch measured +0.2 ms on the live
+		// path, 6 %).
+		var check []int64
+		for id, c := range convs {
+			if c.LastSeq > 0 && pt.members.fannedTo(id) != c.LastSeq {
+				check = append(check, id)
+			}
 		}
-		for _, m := range tx.Unfanned {
-			if !ours[m.MsgID] {
-				again = append(again, m)
-				earlier++
+		if len(check) > 0 {
+			unfanned, err := tx.Unfanned(ctx, sortedUnique(check))
+			if err != nil {
+				return err
+			}
+			ours := make(map[int64]bool, len(lk.Stored))
+			for _, m := range lk.Stored {
+				ours[m.MsgID] = true
+			}
+			for _, m := range unfanned {
+				if !ours[m.MsgID] {
+					again = append(again, m)
+					earlier++
+				}
 			}
 		}
 		// Member lists: reload those whose member_ver moved. Under the row
@@ -189,6 +207,10 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 			fresh = append(fresh, m)
 			publish = append(publish, delivery{m, pt.members.members(m.ConvID)})
 		}
+		fannedTo = make(map[int64]int64, len(convs))
+		for id, c := range convs {
+			fannedTo[id] = max(c.LastSeq, lastSeq[id])
+		}
 		return tx.Commit(ctx, fresh, lastSeq, rejects)
 	})
 	if err != nil {
@@ -229,6 +251,11 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 		return err
 	}
 	pt.f.metrics.since(stageMark, step)
+	// Every message of the batch's conversations is fanned out now: what
+	// was known or looked at before, and what the batch added.
+	for id, seq := range fannedTo {
+		pt.members.setFanned(id, seq)
+	}
 
 	// SEND is a work queue: every message is acknowledged (and removed).
 	// A lost ack means a redelivery, which finds the stored rows and answers

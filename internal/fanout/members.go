@@ -20,6 +20,10 @@ type memberCache struct {
 type memberList struct {
 	ver  int64
 	uids []int64 // ascending
+	// fanned: every message of the conversation up to this conv_seq is
+	// fanned out, as far as this fanout knows (it fanned them out, or
+	// looked); 0: unknown (batch.go, the order of inbox entries).
+	fanned int64
 }
 
 func newMemberCache(max int) *memberCache {
@@ -44,7 +48,20 @@ func (c *memberCache) fresh(conv, ver int64) bool {
 }
 
 func (c *memberCache) put(conv, ver int64, uids []int64) {
-	c.m[conv] = memberList{ver: ver, uids: uids}
+	c.m[conv] = memberList{ver: ver, uids: uids, fanned: c.m[conv].fanned}
+}
+
+// fannedTo returns the conv_seq up to which conv's messages are known to be
+// fanned out (0: unknown).
+func (c *memberCache) fannedTo(conv int64) int64 { return c.m[conv].fanned }
+
+// setFanned records that conv's messages are fanned out up to seq (of a
+// conversation whose entry is cached: an evicted one is unknown again).
+func (c *memberCache) setFanned(conv, seq int64) {
+	if l, ok := c.m[conv]; ok {
+		l.fanned = seq
+		c.m[conv] = l
+	}
 }
 
 func (c *memberCache) members(conv int64) []int64 { return c.m[conv].uids }

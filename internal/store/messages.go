@@ -74,8 +74,7 @@ const (
 	// The batch's conversations' messages that are stored but not fanned
 	// out, above the newest one that is: sends another fanout committed
 	// and has not published yet (it is stuck on NATS, or dead and its
-	// sends not redelivered yet). Run after the conversations are locked,
-	// so a commit that held the lock is seen. Per conversation: one
+	// sends not redelivered yet). Per conversation: one
 	// backward step of the (conv_id, conv_seq) index per msg_content
 	// partition for the floor, one range read above it. OFFSET 0 keeps the
 	// lateral subquery a nested loop: flattened, the planner chose a scan
@@ -111,10 +110,6 @@ type SendTx struct {
 	// or rejected before.
 	Convs  map[int64]ConvState
 	Lookup SendLookup
-	// Unfanned are the messages of the batch's conversations that are
-	// stored and not fanned out yet, whosever sends they are, in conv_seq
-	// order (sqlFindUnfanned): the batch publishes them before its own.
-	Unfanned []*Message
 	done   bool // committed: nothing to roll back
 }
 
@@ -128,7 +123,7 @@ func RunSendTx(ctx context.Context, pool *pgxpool.Pool, convIDs []int64, keys []
 	}
 	tx := &SendTx{conn: conn}
 	defer tx.end()
-	if tx.Convs, tx.Lookup, tx.Unfanned, err = beginBatch(ctx, conn, convIDs, keys); err != nil {
+	if tx.Convs, tx.Lookup, err = beginBatch(ctx, conn, convIDs, keys); err != nil {
 		return err
 	}
 	return fn(tx)
@@ -181,59 +176,66 @@ func (tx *SendTx) Commit(ctx context.Context, msgs []*Message, lastSeq map[int64
 }
 
 // beginBatch opens the transaction, locks the conversations of a fanout
-// batch, looks up which sends of the batch were stored or rejected before,
-// and which messages of its conversations are not fanned out, in one round
-// trip.
-func beginBatch(ctx context.Context, q *pgxpool.Conn, convIDs []int64, keys []SendKey) (map[int64]ConvState, SendLookup, []*Message, error) {
+// batch and looks up which sends of the batch were stored or rejected
+// before, in one round trip.
+func beginBatch(ctx context.Context, q *pgxpool.Conn, convIDs []int64, keys []SendKey) (map[int64]ConvState, SendLookup, error) {
 	senders, cmids := splitKeys(keys)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(sqlLockConversations, convIDs)
 	b.Queue(sqlFindStored, senders, cmids)
 	b.Queue(sqlFindRejected, senders, cmids)
-	b.Queue(sqlFindUnfanned, convIDs)
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, SendLookup{}, nil, fmt.Errorf("store: begin: %w", err)
+		return nil, SendLookup{}, fmt.Errorf("store: begin: %w", err)
 	}
 
 	convs := make(map[int64]ConvState, len(convIDs))
 	rows, err := br.Query()
 	if err != nil {
-		return nil, SendLookup{}, nil, fmt.Errorf("store: lock conversations: %w", err)
+		return nil, SendLookup{}, fmt.Errorf("store: lock conversations: %w", err)
 	}
 	for rows.Next() {
 		var id int64
 		var c ConvState
 		if err := rows.Scan(&id, &c.Kind, &c.LastSeq, &c.MemberVer); err != nil {
-			return nil, SendLookup{}, nil, err
+			return nil, SendLookup{}, err
 		}
 		convs[id] = c
 	}
 	if err := rows.Err(); err != nil {
-		return nil, SendLookup{}, nil, fmt.Errorf("store: lock conversations: %w", err)
+		return nil, SendLookup{}, fmt.Errorf("store: lock conversations: %w", err)
 	}
 	lk, err := scanLookup(br)
 	if err != nil {
-		return nil, SendLookup{}, nil, err
+		return nil, SendLookup{}, err
 	}
-	rows, err = br.Query()
+	return convs, lk, br.Close()
+}
+
+// Unfanned returns the messages of convIDs that are stored and not fanned
+// out yet, whosever sends they are, in conv_seq order (sqlFindUnfanned).
+// Called in the transaction, after the lock, it sees every commit that
+// held the lock before.
+func (tx *SendTx) Unfanned(ctx context.Context, convIDs []int64) ([]*Message, error) {
+	rows, err := tx.conn.Query(ctx, sqlFindUnfanned, convIDs)
 	if err != nil {
-		return nil, SendLookup{}, nil, fmt.Errorf("store: find messages not fanned out: %w", err)
+		return nil, fmt.Errorf("store: find messages not fanned out: %w", err)
 	}
-	var unfanned []*Message
+	var out []*Message
 	for rows.Next() {
 		m := &Message{}
 		if err := scanMessage(rows, m); err != nil {
-			return nil, SendLookup{}, nil, err
+			rows.Close()
+			return nil, err
 		}
-		unfanned = append(unfanned, m)
+		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, SendLookup{}, nil, fmt.Errorf("store: find messages not fanned out: %w", err)
+		return nil, fmt.Errorf("store: find messages not fanned out: %w", err)
 	}
-	return convs, lk, unfanned, br.Close()
+	return out, nil
 }
 
 // scanMessage reads a row of sqlFindStored's or sqlFindUnfanned's columns.
