@@ -186,11 +186,11 @@ func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedCons
 	resetSeq := uint64(0)
 	if created || info.NumAckPending > 0 || info.Delivered.Stream != info.AckFloor.Stream {
 		dc.req(opReset)
-		r, err := dc.js.ResetConsumer(ctx, dc.stream, dc.name)
-		if err != nil {
+		var err error
+		if info, resetSeq, err = dc.reset(ctx, 0); err != nil {
 			return openedConsumer{}, fmt.Errorf("reset consumer %s: %w", dc.name, err)
 		}
-		info, resetSeq, nextDseq = stateOf(r.ConsumerInfo), r.ResetSeq, 1
+		nextDseq = 1
 	}
 	cursor := info.AckFloor.Stream
 	if found && cursor > mirror.AckSeq {
@@ -214,8 +214,8 @@ func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedCons
 		// mirror by another gateway, or restored): the mirror is a
 		// confirmed position too.
 		dc.req(opResetTo)
-		if r, err := dc.js.ResetConsumerToSequence(ctx, dc.stream, dc.name, mirror.AckSeq+1); err == nil {
-			cursor, resetSeq, nextDseq = mirror.AckSeq, r.ResetSeq, 1
+		if r, rs, err := dc.reset(ctx, mirror.AckSeq+1); err == nil {
+			cursor, resetSeq, nextDseq = mirror.AckSeq, rs, 1
 			info.NumPending = r.NumPending // counted from the mirror, not from the floor before
 		}
 	}
@@ -246,7 +246,7 @@ func (dc *deviceConsumer) newDeviceCap(ctx context.Context, floor uint64) error 
 	}
 	if nth-1 > floor {
 		dc.req(opResetTo)
-		_, err = dc.js.ResetConsumerToSequence(ctx, dc.stream, dc.name, nth)
+		_, _, err = dc.reset(ctx, nth)
 	}
 	return err
 }
@@ -255,7 +255,7 @@ func (dc *deviceConsumer) newDeviceCap(ctx context.Context, floor uint64) error 
 // it acknowledged. Call it only with seq-1 confirmed. It returns NumPending.
 func (dc *deviceConsumer) resetTo(ctx context.Context, seq uint64) (uint64, error) {
 	dc.req(opResetTo)
-	r, err := dc.js.ResetConsumerToSequence(ctx, dc.stream, dc.name, seq)
+	r, _, err := dc.reset(ctx, seq)
 	if err != nil {
 		return 0, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/inboxd/inboxd/internal/natsconn"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
 )
@@ -74,8 +75,56 @@ func TestConsumerStateMatchesTheJetStreamPackage(t *testing.T) {
 		t.Fatalf("3 acknowledged: %+v", s)
 	}
 
+	// A reset with the core client answers what the jetstream package's
+	// does: the state after it and where it went (to the ack floor, then
+	// to a sequence, on a second consumer in the same state as the first).
+	if _, err := js.CreateConsumer(ctx, "CIT", jetstream.ConsumerConfig{Durable: "d2", AckPolicy: jetstream.AckAllPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	dc2 := &deviceConsumer{consumerEnv: &consumerEnv{js: js, nc: nc}, stream: "CIT", name: "d2"}
+	got2, err := dc2.pull(ctx, 5, 2*time.Second)
+	if err != nil || len(got2) != 5 {
+		t.Fatalf("pull 5 of d2: %d, %v", len(got2), err)
+	}
+	if err := dc2.ack(got2[2].reply); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFloor(t, ctx, dc2, 3)
+	for _, seq := range []uint64{0, 6} {
+		st, rs, err := dc.reset(ctx, seq)
+		if err != nil {
+			t.Fatalf("reset to %d: %v", seq, err)
+		}
+		var r *jetstream.ConsumerResetResponse
+		if seq == 0 {
+			r, err = js.ResetConsumer(ctx, "CIT", "d2")
+		} else {
+			r, err = js.ResetConsumerToSequence(ctx, "CIT", "d2", seq)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := stateOf(r.ConsumerInfo); st != want || rs != r.ResetSeq {
+			t.Fatalf("reset to %d: state %+v reset_seq %d, the jetstream package read %+v %d", seq, st, rs, want, r.ResetSeq)
+		}
+		if seq == 0 && (rs != 4 || st.NumAckPending != 0 || st.NumPending != 4) {
+			t.Fatalf("reset to the floor: %+v reset_seq %d, want 4 pending from 4", st, rs)
+		}
+	}
+
 	if err := js.DeleteConsumer(ctx, "CIT", "d1"); err != nil {
 		t.Fatal(err)
+	}
+	// The consumer itself answers resets: one that is gone leaves the
+	// request unanswered (lost() then asks for its info, which says gone).
+	shortCtx, shortCancel := context.WithTimeout(ctx, time.Second)
+	_, _, err = dc.reset(shortCtx, 0)
+	shortCancel()
+	if !natsconn.Unanswered(err) {
+		t.Fatalf("reset of a deleted consumer: %v, want it unanswered", err)
 	}
 	if _, err := dc.state(ctx); !errors.Is(err, jetstream.ErrConsumerNotFound) || !gone(err) {
 		t.Fatalf("state of a deleted consumer: %v, want ErrConsumerNotFound", err)
