@@ -376,10 +376,8 @@ func (dc *deviceConsumer) fetch(ctx context.Context, n int) ([]pulled, error) {
 // user's inbox (0: none): a direct get by subject, no pull request that
 // could outlive the session.
 func (dc *deviceConsumer) lastEntrySeq(ctx context.Context) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
 	dc.req(opDirectGet)
-	m, err := dc.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+dc.stream+"."+dc.subject, nil)
+	m, err := dc.request(ctx, "$JS.API.DIRECT.GET."+dc.stream+"."+dc.subject, nil)
 	if err != nil {
 		return 0, fmt.Errorf("newest inbox entry: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inboxd/inboxd/internal/jsonscan"
@@ -66,14 +67,21 @@ func consumerInfoSubject(stream, consumer string) string {
 // the session ends.
 const apiTimeout = 5 * time.Second
 
-// state reads the consumer's state from its server.
-func (dc *deviceConsumer) state(ctx context.Context) (consumerState, error) {
+// request makes a JetStream API request with the core client, bounded by
+// apiTimeout when ctx has no deadline: every such request of a device
+// consumer goes through here.
+func (dc *deviceConsumer) request(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, apiTimeout)
 		defer cancel()
 	}
-	m, err := dc.nc.RequestWithContext(ctx, consumerInfoSubject(dc.stream, dc.name), nil)
+	return dc.nc.RequestWithContext(ctx, subject, data)
+}
+
+// state reads the consumer's state from its server.
+func (dc *deviceConsumer) state(ctx context.Context) (consumerState, error) {
+	m, err := dc.request(ctx, consumerInfoSubject(dc.stream, dc.name), nil)
 	if err != nil {
 		return consumerState{}, err
 	}
@@ -90,17 +98,12 @@ func (dc *deviceConsumer) state(ctx context.Context) (consumerState, error) {
 // 3,000-device login storm (a reset per device where the catch-up moves
 // from the archive to the consumer); it is read here like an info answer.
 func (dc *deviceConsumer) reset(ctx context.Context, seq uint64) (consumerState, uint64, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, apiTimeout)
-		defer cancel()
-	}
 	req := []byte("{}")
 	if seq > 0 {
 		req = strconv.AppendUint([]byte(`{"seq":`), seq, 10)
 		req = append(req, '}')
 	}
-	m, err := dc.nc.RequestWithContext(ctx, consumerResetSubject(dc.stream, dc.name), req)
+	m, err := dc.request(ctx, consumerResetSubject(dc.stream, dc.name), req)
 	if err != nil {
 		return consumerState{}, 0, err
 	}
