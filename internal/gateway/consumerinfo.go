@@ -175,12 +175,12 @@ func parseConsumerAnswer(data []byte, want string) (consumerState, uint64, error
 		if err := json.Unmarshal(apiErr, &e); err != nil {
 			return consumerState{}, 0, fmt.Errorf("consumer info: error: %w", err)
 		}
-		switch e.ErrorCode {
-		case jetstream.JSErrCodeConsumerNotFound:
+		if e.ErrorCode == jetstream.JSErrCodeConsumerNotFound {
 			return consumerState{}, 0, jetstream.ErrConsumerNotFound
-		case jetstream.JSErrCodeConsumerInvalidReset:
-			return consumerState{}, 0, jetstream.ErrConsumerInvalidReset
 		}
+		// Any other API error as it came: errors.Is matches it against
+		// the jetstream package's errors by its code (APIError.Is), a
+		// refused reset against ErrConsumerInvalidReset too.
 		return consumerState{}, 0, &e
 	}
 	if t, ok := jsonscan.Unquote(typ); !ok || t != want {

@@ -115,6 +115,20 @@ func TestConsumerStateMatchesTheJetStreamPackage(t *testing.T) {
 		}
 	}
 
+	// A reset the server refuses (to a sequence, on a consumer that
+	// delivers only new entries) is ErrConsumerInvalidReset, as the
+	// jetstream package says it.
+	if _, err := js.CreateConsumer(ctx, "CIT", jetstream.ConsumerConfig{Durable: "d3", AckPolicy: jetstream.AckAllPolicy, DeliverPolicy: jetstream.DeliverNewPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	dc3 := &deviceConsumer{consumerEnv: &consumerEnv{js: js, nc: nc}, stream: "CIT", name: "d3"}
+	if _, _, err := dc3.reset(ctx, 2); !errors.Is(err, jetstream.ErrConsumerInvalidReset) {
+		t.Fatalf("a refused reset: %v, want ErrConsumerInvalidReset", err)
+	}
+	if _, err := js.ResetConsumerToSequence(ctx, "CIT", "d3", 2); !errors.Is(err, jetstream.ErrConsumerInvalidReset) {
+		t.Fatalf("the jetstream package's refused reset: %v, want ErrConsumerInvalidReset", err)
+	}
+
 	if err := js.DeleteConsumer(ctx, "CIT", "d1"); err != nil {
 		t.Fatal(err)
 	}
