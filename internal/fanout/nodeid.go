@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
@@ -137,12 +139,26 @@ func (f *Fanout) TakeNodeID(ctx context.Context) error {
 		wait = 0 // another free id will do
 	}
 	deadline := time.Now().Add(wait)
+	// The leases bucket's stream may not serve yet: on a cluster a stream
+	// just created answers "no response from stream" until its leader is
+	// elected (TestStreamsSetScalesReplicas saw it at a fresh cluster's
+	// first start). Nothing was stored then, so taking the id again is safe.
+	notServingUntil := time.Now().Add(leasesNotServingWait)
 	for {
 		l, node, holder, err := f.acquireNodeID(ctx)
 		if err == nil {
 			f.held = l
 			f.log.Info("msg_id node id leased", zap.Int("node_id", node), zap.String("lease", NodeIDKey(node)))
 			return f.ids.use(ctx, node, l)
+		}
+		if leasesNotServing(err) && time.Now().Before(notServingUntil) {
+			f.log.Warn("the leases bucket does not answer yet; taking the msg_id node id again", zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
 		}
 		if !errors.Is(err, lease.ErrHeld) || time.Now().After(deadline) {
 			if errors.Is(err, lease.ErrHeld) && f.opts.NodeID != AutoNodeID {
@@ -160,6 +176,16 @@ func (f *Fanout) TakeNodeID(ctx context.Context) error {
 		case <-time.After(f.opts.LeaseTiming.Renew):
 		}
 	}
+}
+
+// leasesNotServingWait bounds how long TakeNodeID retries a leases bucket
+// whose stream does not answer yet.
+const leasesNotServingWait = 15 * time.Second
+
+// leasesNotServing reports an error of a request no stream server took:
+// nothing was stored, so it can be made again.
+func leasesNotServing(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
 }
 
 // acquireNodeID takes the configured node id, or the lowest free one.
