@@ -36,6 +36,12 @@ type fanoutResult struct {
 	Entries             int64   `json:"entries"`
 	Mode                string  `json:"mode"`
 	Quick               bool    `json:"quick"`
+	// ServerCPUUsPerMsg is the CPU of every server process (the system's
+	// and Postgres', from /proc) over the send path's run, per message
+	// stored: the archiver copying the entries behind it is inside.
+	ServerCPUUsPerMsg   float64 `json:"server_cpu_us_per_msg"`
+	InboxdCPUUsPerMsg   float64 `json:"inboxd_cpu_us_per_msg"`
+	PostgresCPUUsPerMsg float64 `json:"postgres_cpu_us_per_msg"`
 }
 
 // runFanout: inbox entries written per second through the whole send path
@@ -95,15 +101,18 @@ func runFanout(ctx context.Context, o *opts) (any, error) {
 	logf(o.sys.verbose, "fanout: send path, %d messages to groups of %d", per*o.senders, group)
 	defer profileWave(o.profile, sys, 5*time.Second)()
 	var sr sendResult
+	cpu0 := readServerCPU(sys)
 	if err := p[0].call("send", sendArgs{target: sys.target(""), Senders: senders, Window: o.window, Text: text, Prefix: "m"}, &sr); err != nil {
 		return nil, err
 	}
+	cpu1 := readServerCPU(sys)
 	res := fanoutResult{Scenario: "fanout", Group: group, Senders: o.senders, Msgs: sr.Msgs, Entries: sr.Msgs * int64(group),
 		Mode: modeName(o), Quick: o.quick}
 	res.MsgsPerS = rate(sr.Msgs, sr.StartNs, sr.EndNs)
 	res.EntriesPerS = rate(sr.Msgs*int64(group), sr.StartNs, sr.EndNs)
 	res.BaselinePublishPerS = rate(raw.Msgs, raw.StartNs, raw.EndNs)
 	res.Ratio = ratio(res.EntriesPerS, res.BaselinePublishPerS)
+	res.ServerCPUUsPerMsg, res.InboxdCPUUsPerMsg, res.PostgresCPUUsPerMsg = perUnit(cpu0, cpu1, sr.Msgs)
 	return res, nil
 }
 

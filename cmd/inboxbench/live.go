@@ -42,6 +42,12 @@ type liveOut struct {
 	// StormDialRetries: the storm devices' dials made again, most after a
 	// hello the login budget refused with retry_after_ms.
 	StormDialRetries int64 `json:"storm_dial_retries"`
+	// ServerCPUUsPerMsg is the CPU of every server process (the system's
+	// and Postgres', from /proc) over the idle window, per live message
+	// received in it.
+	ServerCPUUsPerMsg   float64 `json:"server_cpu_us_per_msg"`
+	InboxdCPUUsPerMsg   float64 `json:"inboxd_cpu_us_per_msg"`
+	PostgresCPUUsPerMsg float64 `json:"postgres_cpu_us_per_msg"`
 }
 
 // runLive: --pairs direct conversations, a sender and a connected receiver
@@ -85,6 +91,7 @@ func runLive(ctx context.Context, o *opts) (any, error) {
 	// A warm-up second (first logins of the pairs settle), then idle.
 	time.Sleep(pick(o.quick, 500*time.Millisecond, 2*time.Second))
 	idleFrom := time.Now().UnixNano()
+	cpu0 := readServerCPU(sys)
 	logf(o.sys.verbose, "live: idle window %s at %.0f msgs/s", idle, r)
 	// With --profile: the counters at the start of the idle window and
 	// before the storm (differences give each phase's own), and CPU
@@ -109,6 +116,7 @@ func runLive(ctx context.Context, o *opts) (any, error) {
 	// workers' CPU set the window's p99 (docs/benchmarks.md, "The idle
 	// window of the 10,000 run").
 	idleTo := time.Now().UnixNano()
+	cpu1 := readServerCPU(sys)
 	idleProfiled()
 	logf(o.sys.verbose, "live: storm of %d devices × %d messages", users, backlog)
 	saveMetrics(o.profile, sys, "live-before-storm")
@@ -133,6 +141,7 @@ func runLive(ctx context.Context, o *opts) (any, error) {
 	writeCDF(o, "live-idle.tsv", hi)
 	writeCDF(o, "live-storm.tsv", hs)
 	out.IdleP50Ms, out.IdleP99Ms, out.IdleMaxMs, out.IdleMsgs = ms(hi, 50), ms(hi, 99), maxMs(hi), idleW.Received
+	out.ServerCPUUsPerMsg, out.InboxdCPUUsPerMsg, out.PostgresCPUUsPerMsg = perUnit(cpu0, cpu1, idleW.Received)
 	out.StormP50Ms, out.StormP99Ms, out.StormMaxMs, out.StormMsgs = ms(hs, 50), ms(hs, 99), maxMs(hs), stormW.Received
 	out.Lost = lr.Windows["all"].Lost
 	out.NotStored = lr.Windows["all"].Scheduled - lr.Windows["all"].Stored

@@ -135,3 +135,81 @@ func forceGC(debug string) {
 		r.Body.Close()
 	}
 }
+
+// serverCPU is the CPU time (user + system, from /proc) the server side
+// has used so far: the system's processes (with their children) and every
+// Postgres process of the machine (the bench's cluster; run nothing else on
+// it meanwhile). It counts what a message costs, not what the load
+// generators spend.
+type serverCPU struct {
+	Inboxd   time.Duration
+	Postgres time.Duration
+}
+
+// clockTick is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on
+// Linux).
+const clockTick = 10 * time.Millisecond
+
+func readServerCPU(sys *system) serverCPU {
+	var c serverCPU
+	mine := map[int]bool{}
+	for _, p := range sys.procs {
+		if p.cmd != nil && p.cmd.Process != nil {
+			mine[p.cmd.Process.Pid] = true
+		}
+	}
+	if sys.external && sys.o.gwPid > 0 {
+		mine[sys.o.gwPid] = true
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return c
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime(14) stime(15)
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		comm, f := s[open+1:end], strings.Fields(s[end+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		// The postmaster's children's times hold the backends that ended.
+		cut, _ := strconv.ParseInt(f[13], 10, 64)
+		cst, _ := strconv.ParseInt(f[14], 10, 64)
+		d := time.Duration(ut+st) * clockTick
+		if comm == "postgres" {
+			d += time.Duration(cut+cst) * clockTick
+		}
+		switch {
+		case mine[pid] || mine[ppid]:
+			c.Inboxd += d
+		case comm == "postgres":
+			c.Postgres += d
+		}
+	}
+	return c
+}
+
+// perUnit is the CPU between a and b per unit of work, in µs.
+func perUnit(a, b serverCPU, units int64) (total, inboxd, postgres float64) {
+	if units <= 0 {
+		return 0, 0, 0
+	}
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(units) }
+	i, p := b.Inboxd-a.Inboxd, b.Postgres-a.Postgres
+	return us(i + p), us(i), us(p)
+}

@@ -84,9 +84,14 @@ type Archiver struct {
 	lost        prometheus.Counter
 	trim        trimMetrics
 
-	epochs  prometheus.Counter // streams recreated or renumbered (epoch.go)
-	epochMu []sync.Mutex       // per partition: one epoch check at a time
-	restart []chan struct{}    // per partition: the stream changed, start over on it
+	epochs prometheus.Counter // streams recreated or renumbered (epoch.go)
+	// fenced counts streams found behind what Postgres records (fence.go),
+	// fencedSeqs the seqs they had lost.
+	fenced, fencedSeqs prometheus.Counter
+	epochMu            []sync.Mutex    // per partition: one epoch check at a time
+	restart            []chan struct{} // per partition: the stream changed, start over on it
+	checked            chan struct{}   // closed when every partition's stream was checked once
+	once               sync.Once       // closes checked
 }
 
 // New returns an archiver.
@@ -125,8 +130,13 @@ func New(opts Options, log *zap.Logger, js jetstream.JetStream, st *store.Store,
 	return &Archiver{
 		epochs: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_stream_epochs_total",
 			Help: "INBOX streams found lost or recreated and numbered again above every earlier sequence (a new stream epoch)."}),
+		fenced: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_streams_fenced_total",
+			Help: "INBOX streams found behind what Postgres records of them (they lost entries: a power cut before their fsync, a restored backup) and fenced: sequences go on above every known one, the lost range is served from the archive."}),
+		fencedSeqs: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_fenced_seqs_total",
+			Help: "Sequences the fenced INBOX streams had lost (served from the archive where Postgres recorded them)."}),
 		epochMu: make([]sync.Mutex, opts.Layout.InboxPartitions),
 		restart: restart,
+		checked: make(chan struct{}),
 		opts:    opts, log: log, js: js, st: st,
 		entries: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_entries_total", Help: "Inbox entries copied to inbox_archive."}),
 		errors:  f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_batch_errors_total", Help: "Archive batches that failed and were retried."}),
@@ -144,8 +154,16 @@ func New(opts Options, log *zap.Logger, js jetstream.JetStream, st *store.Store,
 	}
 }
 
+// Checked is closed once Run has checked every partition's stream against
+// what Postgres records (epochs, fences) for the first time: a process
+// that also publishes into the streams starts its fanout and gateway
+// after it, so that none of them writes into a stream before it is
+// fenced.
+func (a *Archiver) Checked() <-chan struct{} { return a.checked }
+
 // Run archives until ctx ends.
 func (a *Archiver) Run(ctx context.Context) error {
+	defer a.once.Do(func() { close(a.checked) }) // a Run that fails early checked nothing: nobody waits for it
 	cfg, err := streams.ArchiverConsumerConfig()
 	if err != nil {
 		return err
@@ -168,6 +186,7 @@ func (a *Archiver) Run(ctx context.Context) error {
 			first[p] = nil
 		}
 	}
+	a.once.Do(func() { close(a.checked) })
 	if !a.opts.SeparateTrimmer {
 		wg.Add(1)
 		go func() {

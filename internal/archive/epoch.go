@@ -58,20 +58,25 @@ func (a *Archiver) checkEpoch(ctx context.Context, log *zap.Logger, p int, rec s
 	}
 	info := s.CachedInfo()
 	epoch := epochOf(info)
-	if rec.StreamEpoch == epoch && info.State.LastSeq >= rec.Archived {
-		return false, nil
-	}
-	if rec.StreamEpoch == 0 && info.State.LastSeq >= rec.Archived {
-		// The stream the installation was created with (or one older than
-		// the records): its sequences are the ones the mark counts.
-		return false, a.st.RecordEpoch(ctx, p, epoch, rec.Start)
-	}
-	// Another stream than the mark's, or one behind it (a restored backup
-	// keeps its creation time): number it above everything known.
 	high, err := a.highest(ctx, p)
 	if err != nil {
 		return false, err
 	}
+	if rec.StreamEpoch == epoch && info.State.LastSeq >= high {
+		return false, nil
+	}
+	if rec.StreamEpoch == 0 && info.State.LastSeq >= high {
+		// The stream the installation was created with (or one older than
+		// the records): its sequences are the ones the mark counts.
+		return false, a.st.RecordEpoch(ctx, p, epoch, rec.Start)
+	}
+	if rec.StreamEpoch == epoch {
+		// The stream the records are about, behind them: it lost a
+		// suffix (a power cut before its fsync, a restored backup of it).
+		// Its entries are the ones Postgres knows at their seqs.
+		return true, a.fence(ctx, log, p, s, high)
+	}
+	// Another stream than the mark's: number it above everything known.
 	switch {
 	case info.State.FirstSeq > high && info.State.Msgs > 0, info.State.LastSeq >= high && info.State.Msgs == 0:
 		// Numbered above already (created by recreate, recorded by none).
@@ -102,18 +107,14 @@ func (a *Archiver) checkEpoch(ctx context.Context, log *zap.Logger, p int, rec s
 func epochOf(info *jetstream.StreamInfo) uint64 { return uint64(info.Created.UnixNano()) }
 
 // highest is the highest sequence of partition p known outside its
-// stream: the archive mark, or a device cursor above it (entries a device
-// confirmed before the archiver copied them).
+// stream (store.InboxFloor): the entries the fanouts wrote, the archive
+// mark, the epoch's start, the mirrored device cursors.
 func (a *Archiver) highest(ctx context.Context, p int) (uint64, error) {
-	mark, err := a.st.ArchivedThrough(ctx, p)
+	floor, err := a.st.InboxFloor(ctx, a.opts.Layout.InboxPartitions)
 	if err != nil {
 		return 0, err
 	}
-	cur, err := a.st.HighestCursor(ctx, p, a.opts.Layout.InboxPartitions)
-	if err != nil {
-		return 0, err
-	}
-	return max(mark, cur), nil
+	return floor[p], nil
 }
 
 // recreate creates the lost stream of partition p again, numbering from

@@ -23,6 +23,7 @@ import (
 	"github.com/inboxd/inboxd/internal/natsauth"
 	"github.com/inboxd/inboxd/internal/streams"
 	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/internal/testenv/powercut"
 )
 
 // plan sizes a run.
@@ -42,12 +43,13 @@ type plan struct {
 	kinds        []string
 	natsDown     time.Duration
 	minNATSKills int // NATS node kills at least (cluster long plan)
+	minPowerCuts int // power cuts of the box at least (single-node run)
 	fleet        int // probe devices timing a NATS node kill (cluster; default 6)
 }
 
 var plans = map[string]plan{
-	"short": {users: 16, groups: 3, directs: 8, messages: 3000, sendEvery: 20 * time.Millisecond, senders: 8, faultEvery: 1500 * time.Millisecond, minFaults: 6, offlineThreshold: 150},
-	"long":  {users: 40, groups: 8, directs: 25, messages: 100000, sendEvery: 12 * time.Millisecond, senders: 16, faultEvery: time.Second, minFaults: 100, offlineThreshold: 1000},
+	"short": {users: 16, groups: 3, directs: 8, messages: 3000, sendEvery: 20 * time.Millisecond, senders: 8, faultEvery: 1500 * time.Millisecond, minFaults: 6, offlineThreshold: 150, minPowerCuts: 5},
+	"long":  {users: 40, groups: 8, directs: 25, messages: 100000, sendEvery: 12 * time.Millisecond, senders: 16, faultEvery: time.Second, minFaults: 100, offlineThreshold: 1000, minPowerCuts: 50},
 }
 
 // pageSize is the backfill page of each device kind (docs/protocol.md), the
@@ -56,7 +58,7 @@ var pageSize = map[string]int{"mobile": 100, "desktop": 500}
 
 // faultKinds are the process and network faults the suite injects; every
 // run has each of them at least once.
-var faultKinds = []string{"kill-gateway", "kill-fanout", "kill-syncer", "restart-nats", "restart-postgres", "half-open"}
+var faultKinds = []string{"kill-gateway", "kill-fanout", "kill-syncer", "restart-nats", "restart-postgres", "half-open", "power-cut"}
 
 func TestChaos(t *testing.T) {
 	mode := os.Getenv("INBOXD_CHAOS")
@@ -103,7 +105,8 @@ type world struct {
 	faults  map[string]int
 	failed  map[string]error // fault kinds that could not be injected
 	recover map[string][]time.Duration
-	stuck   int // devices that needed a fresh connection at the end
+	stuck   int                // devices that needed a fresh connection at the end
+	cuts    powercut.CutReport // the power cuts' losses, summed
 	kinds   []string
 	cluster *clusterWorld // the cluster run's admin connection and probe fleet (nil: single node)
 }
@@ -213,9 +216,10 @@ func (w *world) run() {
 	close(sendersDone)
 	// Keep injecting until the plan's fault count is reached, each kind
 	// at least once.
-	for deadline := time.Now().Add(3 * time.Minute); w.systemFaults() < w.pl.minFaults || len(w.missingFaults()) > 0 || w.natsKills() < w.pl.minNATSKills; {
+	for deadline := time.Now().Add(3 * time.Minute); w.systemFaults() < w.pl.minFaults || len(w.missingFaults()) > 0 || w.natsKills() < w.pl.minNATSKills || w.powerCuts() < w.pl.minPowerCuts; {
 		if time.Now().After(deadline) {
-			t.Errorf("after 3 minutes more: %d faults of %d, %d NATS node kills of %d, never %v", w.systemFaults(), w.pl.minFaults, w.natsKills(), w.pl.minNATSKills, w.missingFaults())
+			t.Errorf("after 3 minutes more: %d faults of %d, %d NATS node kills of %d, %d power cuts of %d, never %v", w.systemFaults(), w.pl.minFaults,
+				w.natsKills(), w.pl.minNATSKills, w.powerCuts(), w.pl.minPowerCuts, w.missingFaults())
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -538,6 +542,24 @@ func (w *world) churn(done chan struct{}) {
 	}
 }
 
+// powerCuts counts the power cuts so far.
+func (w *world) powerCuts() int {
+	w.sentMu.Lock()
+	defer w.sentMu.Unlock()
+	return w.faults["power-cut"]
+}
+
+// cutPages adds a power cut's losses to the run's.
+func (w *world) cutPages(r powercut.CutReport) {
+	w.sentMu.Lock()
+	defer w.sentMu.Unlock()
+	w.cuts.FilesTouched += r.FilesTouched
+	w.cuts.PagesDropped += r.PagesDropped
+	w.cuts.PagesKept += r.PagesKept
+	w.cuts.BytesDropped += r.BytesDropped
+	w.cuts.TornFiles += r.TornFiles
+}
+
 // inject hits the system with one fault at a time and measures recovery:
 // the time from the fault's end until a probe send is STORED and delivered.
 func (w *world) inject(done chan struct{}) {
@@ -561,6 +583,8 @@ func (w *world) inject(done chan struct{}) {
 			} else if w.pl.minNATSKills > 0 && w.natsKills() < w.pl.minNATSKills && i%2 == 0 {
 				// Every other fault a NATS node until the plan's count.
 				kind = []string{"kill-nats-leader", "kill-nats-follower"}[w.intn(2)]
+			} else if w.pl.minPowerCuts > 0 && w.powerCuts() < w.pl.minPowerCuts && i%2 == 0 {
+				kind = "power-cut" // every other fault until the plan's count
 			}
 		}
 		down := time.Duration(300+w.intn(1500)) * time.Millisecond
@@ -594,6 +618,19 @@ func (w *world) inject(done chan struct{}) {
 				}
 				continue
 			}
+		case "power-cut":
+			rep, err := w.h.powerCut(down)
+			if err != nil {
+				w.sentMu.Lock()
+				first := w.failed[kind] == nil
+				w.failed[kind] = err
+				w.sentMu.Unlock()
+				if first {
+					w.t.Errorf("power-cut: %v", err)
+				}
+				continue
+			}
+			w.cutPages(rep)
 		case "half-open":
 			d := w.devices[w.intn(len(w.devices))]
 			d.proxy.Blackhole(true)

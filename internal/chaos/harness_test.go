@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/inboxd/inboxd/internal/testenv"
+	"github.com/inboxd/inboxd/internal/testenv/powercut"
 )
 
 // harness is the system under test: the service processes and Postgres.
@@ -35,6 +37,9 @@ type harness struct {
 	fanouts   []*proc
 	syncer    *proc
 	procs     []*proc // in start order (stopped in reverse)
+	// disk is the NATS server's store (single-node run): a power-cut file
+	// system, whose unsynced writes a power-cut fault drops.
+	disk *powercut.FS
 }
 
 // newHarness builds the binaries and registers the cleanup that stops
@@ -102,13 +107,75 @@ func startHarness(t *testing.T, pl plan) *harness {
 	// --drain-delay 0s: no load balancer watches these processes, and a
 	// SIGTERM'd one should go at once.
 	common := []string{"--database-url", h.dbURL, "--inbox-partitions", "4", "--send-partitions", "4", "--log-level", "warn", "--drain-delay", "0s"}
-	h.nats = []*proc{h.start("nats", "inboxd", "--nats-only", "--data", filepath.Join(h.dir, "nats"),
+	// The NATS store on a power-cut file system: the kernel's writeback
+	// is modelled by a sync of everything every few seconds, and a
+	// power-cut fault drops what came since (whole pages, a torn last one).
+	store, backing := filepath.Join(h.dir, "nats"), filepath.Join(h.dir, "nats-disk")
+	for _, d := range []string{store, backing} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.disk = powercut.MountT(t, backing, store, powercut.Options{Seed: time.Now().UnixNano(), Logf: func(string, ...any) {}})
+	go h.writeback(t.Context())
+	h.nats = []*proc{h.start("nats", "inboxd", "--nats-only", "--data", store,
 		"--nats-listen", "127.0.0.1:"+strconv.Itoa(h.natsPorts[0]), "--http", "127.0.0.1:0", "--drain-delay", "0s")}
 	h.startGateway(pl, natsURL, common)
 	h.fanouts = []*proc{h.start("fanout", "fanout", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0"}, common...)...)}
 	h.syncer = h.start("syncer", "syncer", append([]string{"--nats", natsURL, "--http", "127.0.0.1:0"}, common...)...)
 	h.waitHealthy(60 * time.Second)
 	return h
+}
+
+// writebackEvery is how often the model's kernel writes dirty pages back
+// (Linux writes back what has been dirty for 30 s; this is shorter, so that
+// a cut loses seconds of writes, not the whole run).
+const writebackEvery = 10 * time.Second
+
+// writeback syncs the power-cut disk every writebackEvery until ctx ends.
+func (h *harness) writeback(ctx context.Context) {
+	t := time.NewTicker(writebackEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = h.disk.Sync() // fails while the power is cut: nothing to write then
+		}
+	}
+}
+
+// powerCut cuts the box's power: the NATS store loses what it had not
+// synced (the cut), every process dies at once, Postgres crashes (an
+// immediate stop: it keeps what it committed, as its WAL is fsynced). After
+// down the power comes back and everything starts again, NATS first.
+func (h *harness) powerCut(down time.Duration) (powercut.CutReport, error) {
+	rep := h.disk.Cut()
+	var wg sync.WaitGroup
+	for _, p := range h.procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.kill()
+		}()
+	}
+	wg.Wait()
+	err := crashPostgres(h.dbURL)
+	h.disk.Resume()
+	time.Sleep(down)
+	for _, p := range h.procs {
+		p.up()
+	}
+	return rep, err
+}
+
+// fences counts the syncer's log lines that say an INBOX stream was found
+// behind Postgres and fenced (the syncer restarts with every power cut, so
+// its counters start over).
+func (h *harness) fences() int {
+	b, _ := os.ReadFile(filepath.Join(h.dir, "syncer.log"))
+	return strings.Count(string(b), "INBOX stream fenced")
 }
 
 // waitHealthy waits until every gateway reports healthy.
@@ -158,6 +225,20 @@ func restartPostgres(url string) error {
 	}
 	if b, err := exec.Command("pg_ctlcluster", version, name, "restart", "-m", "fast").CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_ctlcluster %s %s restart: %w: %s", version, name, err, b)
+	}
+	return nil
+}
+
+// crashPostgres stops the local cluster that serves url as a crash would
+// (immediate: no checkpoint, recovery from the WAL at the next start) and
+// starts it again.
+func crashPostgres(url string) error {
+	version, name, err := clusterOf(url)
+	if err != nil {
+		return err
+	}
+	if b, err := exec.Command("pg_ctlcluster", version, name, "restart", "-m", "immediate").CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctlcluster %s %s restart -m immediate: %w: %s", version, name, err, b)
 	}
 	return nil
 }

@@ -237,17 +237,39 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	slices.SortStableFunc(publish, func(a, b delivery) int {
 		return cmp.Or(cmp.Compare(a.m.ConvID, b.m.ConvID), cmp.Compare(a.m.ConvSeq, b.m.ConvSeq))
 	})
-	n, err := pt.publish(ctx, publish)
+	// Only into streams known to hold everything Postgres records of
+	// them (fence.go).
+	need := make([]bool, pt.f.opts.Layout.InboxPartitions)
+	for _, d := range publish {
+		for _, uid := range d.to {
+			need[ids.Partition(uid, len(need))] = true
+		}
+	}
+	gen, starts, err := pt.f.fence.ready(ctx, need)
+	if err != nil {
+		if errors.Is(err, errInboxBehind) {
+			pt.f.metrics.inboxBehind.Inc()
+		}
+		return err
+	}
+	written, err := pt.publish(ctx, publish, starts)
 	if err != nil {
 		return fmt.Errorf("publish inbox entries: %w", err)
 	}
+	if !pt.f.fence.still(gen) {
+		// A server that restarted meanwhile may have lost a suffix and
+		// numbered these entries with seqs it had given before: check the
+		// streams and publish again.
+		return errors.New("fanout: NATS reconnected while the batch was published: published again once the streams are checked")
+	}
 	step = pt.f.metrics.since(stagePublish, step)
-	pt.f.metrics.entries.Add(float64(n))
+	pt.f.metrics.entries.Add(float64(len(written.Entries)))
+	written.SendPartition = pt.p
 	done := make([]int64, len(publish))
 	for i, d := range publish {
 		done[i] = d.m.MsgID
 	}
-	if err := pt.markFannedOut(ctx, done, msgs); err != nil {
+	if err := pt.markFannedOut(ctx, done, written, msgs); err != nil {
 		return err
 	}
 	pt.f.metrics.since(stageMark, step)
@@ -301,17 +323,18 @@ func (pt *partition) membersAtSendTime(ctx context.Context, msgs []*store.Messag
 	return out, nil
 }
 
-// markFannedOut records that every inbox entry of msgIDs is durable, trying
-// until it succeeds or ctx ends. A send is neither acknowledged nor answered
+// markFannedOut records that every inbox entry of msgIDs is written (the
+// entries of w, with their seqs, into the archive: Postgres is the inbox
+// index's store of record), trying until it succeeds or ctx ends. A send is neither acknowledged nor answered
 // before: the mark is how a retry is recognised (the gateway answers a retry
 // that JetStream deduped only once Postgres says fanned out, and a
 // redelivered send whose row is not marked is published again, which
 // Nats-Msg-Id absorbs only within the INBOX dedupe window). Only the mark is
 // retried, not the batch: the entries are durable already.
-func (pt *partition) markFannedOut(ctx context.Context, msgIDs []int64, msgs []jetstream.Msg) error {
+func (pt *partition) markFannedOut(ctx context.Context, msgIDs []int64, w store.Written, msgs []jetstream.Msg) error {
 	var b *backoff
 	for {
-		err := pt.f.st.MarkFannedOut(ctx, msgIDs)
+		err := pt.f.st.MarkFannedOut(ctx, msgIDs, w)
 		if err == nil {
 			return nil
 		}
@@ -358,10 +381,13 @@ func (pt *partition) answer(sends []send, firstOf map[store.SendKey]int) {
 // until JetStream acknowledged all of them. As each acknowledgement arrives
 // (it carries the entry's inbox seq) the entry is announced, body included,
 // on the member's live subject: gateways deliver it at once to connected
-// devices, ahead of any backfill. It returns the entry count.
-func (pt *partition) publish(ctx context.Context, ds []delivery) (int, error) {
+// devices, ahead of any backfill. It returns the entries written, with
+// their seqs, and the highest seq of each INBOX partition. starts holds
+// each partition's epoch start, which the dedupe ids carry
+// (streams.MessageDedupeIDAt).
+func (pt *partition) publish(ctx context.Context, ds []delivery, starts []uint64) (store.Written, error) {
 	if len(ds) == 0 {
-		return 0, nil
+		return store.Written{}, nil
 	}
 	n := 0
 	for _, d := range ds {
@@ -426,14 +452,13 @@ func (pt *partition) publish(ctx context.Context, ds []delivery) (int, error) {
 			Kind: uint32(m.Kind), CreatedAtMs: m.CreatedAt.UnixMilli(),
 		})
 		if err != nil {
-			return 0, err
+			return store.Written{}, err
 		}
 		conv := strconv.FormatInt(m.ConvID, 10)
-		prefix := strconv.FormatInt(m.MsgID, 10) + ":"
 		for _, uid := range d.to {
 			for len(targets)-acked >= window {
 				if err := await(acked); err != nil {
-					return 0, err
+					return store.Written{}, err
 				}
 				acked++
 			}
@@ -442,21 +467,27 @@ func (pt *partition) publish(ctx context.Context, ds []delivery) (int, error) {
 				Subject: streams.InboxSubject(p, uid),
 				Data:    payload,
 				Header: nats.Header{
-					jetstream.MsgIDHeader: {prefix + strconv.FormatInt(uid, 10)},
+					jetstream.MsgIDHeader: {streams.MessageDedupeIDAt(m.MsgID, uid, starts[p])},
 					streams.HeaderConv:    {conv},
 					streams.HeaderKind:    {streams.KindMessage},
 				},
 			}
 			if reply, err = acks.publish(nm, len(targets), reply); err != nil {
-				return 0, err
+				return store.Written{}, err
 			}
 			targets = append(targets, target{m, uid, p})
 		}
 	}
 	for ; acked < len(targets); acked++ {
 		if err := await(acked); err != nil {
-			return 0, err
+			return store.Written{}, err
 		}
 	}
-	return len(targets), nil
+	w := store.Written{Entries: make([]store.ArchivedEntry, len(targets)), Highs: make([]uint64, parts)}
+	for i, t := range targets {
+		w.Entries[i] = store.ArchivedEntry{UID: t.uid, Seq: seqs[i], MsgID: t.m.MsgID, ConvID: t.m.ConvID, ConvSeq: t.m.ConvSeq,
+			Kind: int16(t.m.Kind), CreatedAtMs: t.m.CreatedAt.UnixMilli()}
+		w.Highs[t.p] = max(w.Highs[t.p], seqs[i])
+	}
+	return w, nil
 }

@@ -121,6 +121,7 @@ type Fanout struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	acks    *ackMux // the inbox publishes' acknowledgements
+	fence   *inboxFence
 	st      *store.Store
 	ids     *idSource
 	held    *lease.Lease // the node id lease (with Options.Leases)
@@ -155,7 +156,8 @@ func New(opts Options, log *zap.Logger, nc *nats.Conn, st *store.Store, reg prom
 	if err != nil {
 		return nil, err
 	}
-	f := &Fanout{opts: opts, log: log, nc: nc, js: js, acks: acks, st: st, metrics: newMetrics(reg)}
+	f := &Fanout{opts: opts, log: log, nc: nc, js: js, acks: acks, st: st, metrics: newMetrics(reg),
+		fence: newInboxFence(nc, js, st, opts.Layout.InboxPartitions)}
 	f.ids = newIDSource(f, reg)
 	return f, nil
 }

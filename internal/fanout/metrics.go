@@ -20,6 +20,9 @@ type metrics struct {
 	// earlierPublished counts messages another fanout had committed and
 	// not published, published first by a later send's batch.
 	earlierPublished prometheus.Counter
+	// inboxBehind counts batches held back because an INBOX stream was
+	// below what Postgres records of it (fence.go).
+	inboxBehind prometheus.Counter
 
 	// Delivery lag per SEND partition (lag.go).
 	pending *prometheus.GaugeVec
@@ -51,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inboxd_fanout_sends_total",
 			Help: "Sends processed by outcome: stored (new), repeated (already stored), rejected.",
 		}, []string{"outcome"}),
+		inboxBehind: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_fanout_inbox_behind_total",
+			Help: "Batch attempts held back because an INBOX stream came back below what Postgres records of it (a power cut, a restored backup) and the syncer had not fenced it yet.",
+		}),
 		entries: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_fanout_inbox_entries_total",
 			Help: "Inbox entries published and acknowledged by JetStream.",

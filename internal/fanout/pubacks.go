@@ -36,6 +36,7 @@ type ackMux struct {
 type ackResult struct {
 	i   int
 	seq uint64
+	dup bool // deduplicated by its Nats-Msg-Id: seq is the first publish's
 	err error
 }
 
@@ -99,9 +100,9 @@ func (m *ackMux) handle(msg *nats.Msg) {
 	if b == nil {
 		return // its batch gave up (a timeout): nothing waits for it
 	}
-	seq, err := parsePubAck(msg)
+	seq, dup, err := parsePubAck(msg)
 	select {
-	case b.results <- ackResult{i: i, seq: seq, err: err}:
+	case b.results <- ackResult{i: i, seq: seq, dup: dup, err: err}:
 	default: // more answers than publishes: not JetStream's
 	}
 }
@@ -131,22 +132,23 @@ func replyIDs(s string) (uint64, int, bool) {
 // stream took the publish) is jetstream.ErrNoStreamResponse, a refusal a
 // *jetstream.APIError (errors.Is matches it against jetstream.ErrStreamNotFound
 // and the like).
-func parsePubAck(msg *nats.Msg) (uint64, error) {
+func parsePubAck(msg *nats.Msg) (seq uint64, dup bool, err error) {
 	if len(msg.Data) == 0 {
 		if msg.Header.Get("Status") == "503" {
-			return 0, jetstream.ErrNoStreamResponse
+			return 0, false, jetstream.ErrNoStreamResponse
 		}
-		return 0, errors.New("empty publish acknowledgement")
+		return 0, false, errors.New("empty publish acknowledgement")
 	}
 	return parsePubAckData(msg.Data)
 }
 
-func parsePubAckData(data []byte) (uint64, error) {
-	var seq uint64
+func parsePubAckData(data []byte) (seq uint64, dup bool, err error) {
 	var stream, hasSeq bool
 	var apiErr error
-	err := jsonscan.EachMember(data, func(key, val []byte) error {
+	err = jsonscan.EachMember(data, func(key, val []byte) error {
 		switch string(key) {
+		case "duplicate":
+			dup = string(val) == "true"
 		case "seq":
 			n, ok := jsonscan.Uint(val)
 			if !ok {
@@ -163,13 +165,13 @@ func parsePubAckData(data []byte) (uint64, error) {
 	})
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("publish acknowledgement %q: %w", truncate(data), err)
+		return 0, false, fmt.Errorf("publish acknowledgement %q: %w", truncate(data), err)
 	case apiErr != nil:
-		return 0, apiErr
+		return 0, false, apiErr
 	case !stream || !hasSeq:
-		return 0, fmt.Errorf("publish acknowledgement without stream or seq: %q", truncate(data))
+		return 0, false, fmt.Errorf("publish acknowledgement without stream or seq: %q", truncate(data))
 	}
-	return seq, nil
+	return seq, dup, nil
 }
 
 func parseAPIError(val []byte) error {

@@ -18,9 +18,11 @@ func TestParsePubAck(t *testing.T) {
 		seq     uint64
 		errCode int  // an APIError's err_code
 		bad     bool // any other error
+		dup     bool
 	}{
 		{data: `{"stream":"INBOX_3","seq":42}`, seq: 42},
-		{data: ` { "stream" : "INBOX_3" , "domain":"hub", "seq" : 7, "duplicate" : true } `, seq: 7},
+		{data: ` { "stream" : "INBOX_3" , "domain":"hub", "seq" : 7, "duplicate" : true } `, seq: 7, dup: true},
+		{data: `{"stream":"INBOX_3","seq":8,"duplicate":false}`, seq: 8},
 		{data: `{"stream":"INBOX_3","seq":18446744073709551615}`, seq: 1<<64 - 1},
 		{data: `{"stream":"INBOX_3","seq":42,"error":null}`, seq: 42},
 		{data: `{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"}}`, errCode: 10077},
@@ -34,7 +36,7 @@ func TestParsePubAck(t *testing.T) {
 		{data: `[]`, bad: true},
 		{data: `+OK`, bad: true},
 	} {
-		seq, err := parsePubAckData([]byte(c.data))
+		seq, dup, err := parsePubAckData([]byte(c.data))
 		var api *jetstream.APIError
 		switch {
 		case c.errCode != 0:
@@ -45,8 +47,8 @@ func TestParsePubAck(t *testing.T) {
 			if err == nil || errors.As(err, &api) {
 				t.Errorf("%s: seq %d, %v; want a malformed acknowledgement", c.data, seq, err)
 			}
-		case err != nil || seq != c.seq:
-			t.Errorf("%s: seq %d, %v; want %d", c.data, seq, err, c.seq)
+		case err != nil || seq != c.seq || dup != c.dup:
+			t.Errorf("%s: seq %d duplicate %v, %v; want %d duplicate %v", c.data, seq, dup, err, c.seq, c.dup)
 		}
 	}
 }

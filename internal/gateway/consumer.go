@@ -53,6 +53,7 @@ type consumerEnv struct {
 type cursorStore interface {
 	GetDeviceCursor(ctx context.Context, uid int64, device string) (store.DeviceCursor, bool, error)
 	NthNewestSeq(ctx context.Context, uid int64, n int) (uint64, bool, error)
+	FirstSeqSince(ctx context.Context, uid int64, since time.Time, n int) (uint64, bool, error)
 }
 
 // epochStore is where a device consumer finds the stream epochs the
@@ -141,7 +142,9 @@ func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedCons
 	if eerr != nil {
 		return openedConsumer{}, fmt.Errorf("device consumer %s: %w", dc.name, eerr)
 	}
-	created := false // the cached info predates a move: read it again
+	created := false     // the cached info predates a move: read it again
+	var since time.Time  // a new device's window
+	var archStart uint64 // where it starts in the archive (0: by time in the stream)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		created = true
 		// First login of this device, or its consumer was reaped or lost:
@@ -154,7 +157,20 @@ func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedCons
 		} else {
 			// A new device: the last NewDeviceWindow of the inbox, capped
 			// below (newDeviceCap); older history comes by conversation pulls.
-			cfg, cerr = streams.NewDeviceConsumerConfig(dc.p, dc.uid, dc.device, time.Now().Add(-dc.opts.newDeviceWindow), dc.opts.idleReap)
+			// It starts where the window starts in the archive, the inbox
+			// index's store of record, when the archive has entries in it: a
+			// stream that lost entries (fenced) starts above them.
+			since = time.Now().Add(-dc.opts.newDeviceWindow)
+			a, ok, err := dc.cursors.FirstSeqSince(ctx, dc.uid, since, dc.opts.newDeviceMax)
+			switch {
+			case err != nil:
+				return openedConsumer{}, err
+			case ok:
+				archStart = a
+				cfg, cerr = streams.DeviceConsumerConfig(dc.p, dc.uid, dc.device, a, dc.opts.idleReap)
+			default:
+				cfg, cerr = streams.NewDeviceConsumerConfig(dc.p, dc.uid, dc.device, since, dc.opts.idleReap)
+			}
 		}
 		if cerr != nil {
 			return openedConsumer{}, cerr
@@ -218,6 +234,12 @@ func (dc *deviceConsumer) open(ctx context.Context, pre *mirrorRead) (openedCons
 			cursor, resetSeq, nextDseq = mirror.AckSeq, rs, 1
 			info.NumPending = r.NumPending // counted from the mirror, not from the floor before
 		}
+	}
+	if archStart > 0 && archStart-1 < cursor {
+		// The stream starts above the window's start in the archive (it
+		// was fenced, or trimmed): the consumer's floor is below its first
+		// entry, and the archive serves the rest.
+		cursor = archStart - 1
 	}
 	o := openedConsumer{cursor: cursor, pending: info.NumPending, nextDseq: nextDseq, epoch: ep.epoch}
 	if info.Delivered.Stream == cursor || resetSeq == cursor+1 {

@@ -16,6 +16,13 @@ type partInfo struct {
 	lastSeq  uint64 // newest entry
 	archived uint64 // every entry up to here is in Postgres inbox_archive
 	epoch    uint64 // the stream's creation time in ns (epoch.go)
+	// unfenced: the stream is behind what Postgres records of its
+	// partition (it lost entries: a power cut, a restored backup) or
+	// starts above the archive mark, and the syncer has not fenced it yet
+	// (internal/archive/fence.go). Its tail holds seqs that will be given
+	// to other entries, or none of what the archive is to serve: a
+	// backfill waits.
+	unfenced bool
 }
 
 // partInfos keeps partInfo of every partition fresh (one stream info per
@@ -42,6 +49,11 @@ func (pi *partInfos) refresh(ctx context.Context) {
 		g.log.Debug("archive progress", zap.Error(err))
 		arch = nil
 	}
+	written, err := g.st.WrittenHighs(ctx, len(next))
+	if err != nil {
+		g.log.Debug("inbox written highs", zap.Error(err))
+		written = nil
+	}
 	for p := range next {
 		s, err := g.js.Stream(ctx, streams.InboxStream(p))
 		if err != nil {
@@ -55,6 +67,9 @@ func (pi *partInfos) refresh(ctx context.Context) {
 		if arch == nil {
 			next[p].archived = pi.get(p).archived
 		}
+		// A stream emptied by purges (trimmed) starts right above the mark;
+		// one that starts further up was fenced and the mark not raised yet.
+		next[p].unfenced = (written != nil && st.LastSeq < written[p]) || st.FirstSeq > next[p].archived+1
 	}
 	pi.mu.Lock()
 	var changed map[int]uint64

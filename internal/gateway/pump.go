@@ -122,6 +122,9 @@ func (s *session) step() (bool, error) {
 	if !s.sameEpoch(info) {
 		return false, retry("the cached partition info is of another stream epoch") // epoch.go
 	}
+	if info.unfenced {
+		return false, retry("the inbox stream lost entries and is not fenced yet") // partinfo.go
+	}
 	s.mu.Lock()
 	covered, cursor := s.led.Covered(), s.led.Cursor()
 	archive := s.fromArchive(covered, info, s.archiving)

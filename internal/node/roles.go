@@ -60,6 +60,14 @@ func (n *Node) startSyncer(run context.Context, cfg config.Config, roles config.
 	// syncer. Its trimmer joins the singleton jobs.
 	arch := archive.New(archive.Options{Layout: cfg.Layout, HotWindow: cfg.HotWindow, SeparateTrimmer: true}, n.log.Named("archive"), ajs, n.Pools.Background, reg)
 	n.runLoop(run, "archiver", arch.Run)
+	if roles&(config.RoleGateway|config.RoleFanout) != 0 {
+		// After a power cut the streams may be behind what Postgres
+		// records: fenced before this process publishes into them.
+		select {
+		case <-arch.Checked():
+		case <-run.Done():
+		}
+	}
 	singletons := map[string]func(context.Context) error{"trimmer": arch.RunTrimmer}
 	// Retention reads whole time ranges: on a pool of its own, so that
 	// sends and syncs keep theirs.

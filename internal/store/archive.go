@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,23 +67,8 @@ var ErrEpochChanged = errors.New("store: the partition's stream epoch changed")
 // not stored and ErrEpochChanged returned; its entries were of a stream
 // that is gone, and their sequences may be the new stream's.
 func (s *Store) ArchiveBatchOf(ctx context.Context, p int, epoch uint64, entries []ArchivedEntry, quarantined []QuarantinedEntry, upTo uint64) error {
-	n := len(entries)
-	uids, seqs, msgs, convs, cseqs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	kinds, events := make([]int16, n), make([]int16, n)
-	peers, keys := make([]int64, n), make([]int64, n)
-	for i, e := range entries {
-		uids[i], seqs[i], msgs[i], convs[i], cseqs[i], kinds[i] = e.UID, int64(e.Seq), e.MsgID, e.ConvID, e.ConvSeq, e.Kind
-		events[i], peers[i], keys[i] = e.Event, e.Peer, e.Key()
-	}
 	b := &pgx.Batch{}
-	if n > 0 {
-		b.Queue(`
-			INSERT INTO inbox_archive (uid, seq, msg_id, conv_id, conv_seq, kind, event, peer_uid, tkey)
-			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::smallint[],
-			                     $7::smallint[], $8::bigint[], $9::bigint[]) AS e(u, s, m, c, cs, k, ev, p, tkey)
-			WHERE e.tkey >= (SELECT min(lo) FROM data_range)
-			ON CONFLICT DO NOTHING`, uids, seqs, msgs, convs, cseqs, kinds, events, peers, keys)
-	}
+	queueArchiveRows(b, entries)
 	for _, q := range quarantined {
 		b.Queue(sqlQuarantine, p, int64(q.Seq), q.Subject, q.Raw, q.Err)
 	}
@@ -107,6 +93,38 @@ func (s *Store) ArchiveBatchOf(ctx context.Context, p int, epoch uint64, entries
 		return fmt.Errorf("store: archive partition %d: %w", p, err)
 	}
 	return nil
+}
+
+// queueArchiveRows queues the insert of entries into inbox_archive
+// (idempotent: a row already there is kept; one whose retention range is
+// gone is not stored). The archiver and the fanout's mark both write
+// through it.
+func queueArchiveRows(b *pgx.Batch, entries []ArchivedEntry) {
+	n := len(entries)
+	if n == 0 {
+		return
+	}
+	// Rows in (uid, seq) order: the fanout and the archiver write the same
+	// rows, and two inserts that take the same keys in other orders
+	// deadlock.
+	entries = slices.Clone(entries)
+	slices.SortFunc(entries, func(a, b ArchivedEntry) int {
+		return cmp.Or(cmp.Compare(a.UID, b.UID), cmp.Compare(a.Seq, b.Seq))
+	})
+	uids, seqs, msgs, convs, cseqs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	kinds, events := make([]int16, n), make([]int16, n)
+	peers, keys := make([]int64, n), make([]int64, n)
+	for i, e := range entries {
+		uids[i], seqs[i], msgs[i], convs[i], cseqs[i], kinds[i] = e.UID, int64(e.Seq), e.MsgID, e.ConvID, e.ConvSeq, e.Kind
+		events[i], peers[i], keys[i] = e.Event, e.Peer, e.Key()
+	}
+	b.Queue(`
+		INSERT INTO inbox_archive (uid, seq, msg_id, conv_id, conv_seq, kind, event, peer_uid, tkey)
+		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::smallint[],
+		                     $7::smallint[], $8::bigint[], $9::bigint[]) AS e(u, s, m, c, cs, k, ev, p, tkey)
+		WHERE e.tkey >= (SELECT min(lo) FROM data_range)
+		ORDER BY e.u, e.s
+		ON CONFLICT DO NOTHING`, uids, seqs, msgs, convs, cseqs, kinds, events, peers, keys)
 }
 
 // ArchivedThrough returns partition p's archive mark: every entry of INBOX_p
@@ -364,6 +382,28 @@ func (s *Store) NthNewestSeq(ctx context.Context, uid int64, n int) (seq uint64,
 		return 0, false, fmt.Errorf("store: n-th newest entry: %w", err)
 	}
 	if got < n || low == nil {
+		return 0, false, nil
+	}
+	return uint64(*low), true, nil
+}
+
+// FirstSeqSince returns the seq of uid's oldest archived entry of time
+// since or later among its n newest: where a new device's window starts
+// in the archive. The archive holds every entry a fanout wrote (it is the
+// inbox index's store of record), including entries a stream lost.
+func (s *Store) FirstSeqSince(ctx context.Context, uid int64, since time.Time, n int) (seq uint64, found bool, err error) {
+	if n < 1 {
+		return 0, false, fmt.Errorf("store: first entry since: n = %d, want at least 1", n)
+	}
+	var low *int64
+	err = s.Pool.QueryRow(ctx, `
+		SELECT min(seq) FROM (
+			SELECT seq, tkey FROM inbox_archive WHERE uid = $1 ORDER BY seq DESC LIMIT $2) newest
+		WHERE tkey >= $3`, uid, n, ids.AtTime(since)).Scan(&low)
+	if err != nil {
+		return 0, false, fmt.Errorf("store: first entry since: %w", err)
+	}
+	if low == nil {
 		return 0, false, nil
 	}
 	return uint64(*low), true, nil

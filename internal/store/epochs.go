@@ -75,23 +75,32 @@ func (s *Store) RecordEpoch(ctx context.Context, p int, epoch, start uint64) err
 }
 
 // HighestCursor returns the highest mirrored device cursor of the users of
-// INBOX partition p (of n): a recreated stream must start above it. It
-// reads every device_cursor row (a stream is recreated rarely).
+// INBOX partition p (of n): a recreated stream must start above it.
 func (s *Store) HighestCursor(ctx context.Context, p, n int) (uint64, error) {
+	highs, err := s.HighestCursors(ctx, n)
+	if err != nil {
+		return 0, err
+	}
+	return highs[p], nil
+}
+
+// HighestCursors returns, for each of the n INBOX partitions, the highest
+// mirrored device cursor of its users. It reads every device_cursor row
+// (at a start, a reconnect or a fence: rarely).
+func (s *Store) HighestCursors(ctx context.Context, n int) ([]uint64, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT uid, max(ack_seq) FROM device_cursor GROUP BY uid`)
 	if err != nil {
-		return 0, fmt.Errorf("store: highest device cursor: %w", err)
+		return nil, fmt.Errorf("store: highest device cursors: %w", err)
 	}
 	var uid, seq int64
-	var high uint64
+	highs := make([]uint64, n)
 	_, err = pgx.ForEachRow(rows, []any{&uid, &seq}, func() error {
-		if ids.Partition(uid, n) == p {
-			high = max(high, uint64(seq))
-		}
+		p := ids.Partition(uid, n)
+		highs[p] = max(highs[p], uint64(seq))
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("store: highest device cursor: %w", err)
+		return nil, fmt.Errorf("store: highest device cursors: %w", err)
 	}
-	return high, nil
+	return highs, nil
 }

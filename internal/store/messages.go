@@ -376,12 +376,28 @@ func commitBatch(msgs []*Message, lastSeq map[int64]int64, rejects []Reject) *pg
 	return b
 }
 
-// MarkFannedOut records that every inbox entry of these messages is durable.
-func (s *Store) MarkFannedOut(ctx context.Context, msgIDs []int64) error {
-	if len(msgIDs) == 0 {
+// MarkFannedOut records that every inbox entry of these messages is
+// written, in one transaction: the entries' rows in inbox_archive, with the
+// inbox seqs their PubAcks gave (w.Entries), the fanout's written highs
+// (inbox_written.go), and the messages' fanned_out mark. Postgres is the
+// store of record of the inbox index from this commit on: an INBOX stream
+// that loses these entries (a power cut before its next fsync) is fenced
+// above them and they are served from the archive.
+func (s *Store) MarkFannedOut(ctx context.Context, msgIDs []int64, w Written) error {
+	if len(msgIDs) == 0 && len(w.Entries) == 0 {
 		return nil
 	}
-	_, err := s.Pool.Exec(ctx, `UPDATE msg_content SET fanned_out = true WHERE msg_id = ANY($1::bigint[]) AND NOT fanned_out`, msgIDs)
+	b := &pgx.Batch{}
+	queueArchiveRows(b, w.Entries)
+	queueWritten(b, w)
+	if len(msgIDs) > 0 {
+		// Rows locked in msg_id order (a batch republishing another
+		// fanout's messages marks them too).
+		b.Queue(`
+			UPDATE msg_content SET fanned_out = true
+			WHERE msg_id IN (SELECT msg_id FROM msg_content WHERE msg_id = ANY($1::bigint[]) AND NOT fanned_out ORDER BY msg_id FOR UPDATE)`, msgIDs)
+	}
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
 	if err != nil {
 		return fmt.Errorf("store: mark fanned out: %w", err)
 	}

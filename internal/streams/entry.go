@@ -86,6 +86,20 @@ func MessageDedupeID(msgID, uid int64) string {
 	return strconv.FormatInt(msgID, 10) + ":" + strconv.FormatInt(uid, 10)
 }
 
+// MessageDedupeIDAt is the Nats-Msg-Id of message msgID's entry in uid's
+// inbox while the partition's sequences start at fenceStart (the epoch
+// start the syncer recorded: 0 or 1 for the installation's first stream,
+// where it is MessageDedupeID). A fence purges entries the stream's
+// duplicate window still remembers; the id of a publish after it differs,
+// so that such an entry is stored again instead of being taken for a
+// duplicate of one that is gone.
+func MessageDedupeIDAt(msgID, uid int64, fenceStart uint64) string {
+	if fenceStart <= 1 {
+		return MessageDedupeID(msgID, uid)
+	}
+	return MessageDedupeID(msgID, uid) + ":" + strconv.FormatUint(fenceStart, 10)
+}
+
 // DecodeEntry decodes an entry's body.
 func DecodeEntry(body []byte) (Entry, error) {
 	var pe pb.InboxEntry
