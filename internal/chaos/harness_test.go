@@ -37,9 +37,9 @@ type harness struct {
 	fanouts   []*proc
 	syncer    *proc
 	procs     []*proc // in start order (stopped in reverse)
-	// disk is the NATS server's store (single-node run): a power-cut file
-	// system, whose unsynced writes a power-cut fault drops.
-	disk *powercut.FS
+	// disks are the NATS servers' stores: power-cut file systems, whose
+	// unsynced writes a power-cut fault drops.
+	disks []*powercut.FS
 }
 
 // newHarness builds the binaries and registers the cleanup that stops
@@ -107,17 +107,7 @@ func startHarness(t *testing.T, pl plan) *harness {
 	// --drain-delay 0s: no load balancer watches these processes, and a
 	// SIGTERM'd one should go at once.
 	common := []string{"--database-url", h.dbURL, "--inbox-partitions", "4", "--send-partitions", "4", "--log-level", "warn", "--drain-delay", "0s"}
-	// The NATS store on a power-cut file system: the kernel's writeback
-	// is modelled by a sync of everything every few seconds, and a
-	// power-cut fault drops what came since (whole pages, a torn last one).
-	store, backing := filepath.Join(h.dir, "nats"), filepath.Join(h.dir, "nats-disk")
-	for _, d := range []string{store, backing} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h.disk = powercut.MountT(t, backing, store, powercut.Options{Seed: time.Now().UnixNano(), Logf: func(string, ...any) {}})
-	go h.writeback(t.Context())
+	store := h.mountDisk("nats")
 	h.nats = []*proc{h.start("nats", "inboxd", "--nats-only", "--data", store,
 		"--nats-listen", "127.0.0.1:"+strconv.Itoa(h.natsPorts[0]), "--http", "127.0.0.1:0", "--drain-delay", "0s")}
 	h.startGateway(pl, natsURL, common)
@@ -132,8 +122,26 @@ func startHarness(t *testing.T, pl plan) *harness {
 // a cut loses seconds of writes, not the whole run).
 const writebackEvery = 10 * time.Second
 
-// writeback syncs the power-cut disk every writebackEvery until ctx ends.
-func (h *harness) writeback(ctx context.Context) {
+// mountDisk makes a NATS server's store dir h.dir/name on a power-cut
+// file system (its backing dir beside it) and returns the dir. The
+// kernel's writeback is modelled by a sync of everything every
+// writebackEvery; a power cut drops what came since (whole pages, a torn
+// last one).
+func (h *harness) mountDisk(name string) string {
+	store, backing := filepath.Join(h.dir, name), filepath.Join(h.dir, name+"-disk")
+	for _, d := range []string{store, backing} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	disk := powercut.MountT(h.t, backing, store, powercut.Options{Seed: time.Now().UnixNano(), Logf: func(string, ...any) {}})
+	h.disks = append(h.disks, disk)
+	go writeback(h.t.Context(), disk)
+	return store
+}
+
+// writeback syncs disk every writebackEvery until ctx ends.
+func writeback(ctx context.Context, disk *powercut.FS) {
 	t := time.NewTicker(writebackEvery)
 	defer t.Stop()
 	for {
@@ -141,17 +149,26 @@ func (h *harness) writeback(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_ = h.disk.Sync() // fails while the power is cut: nothing to write then
+			_ = disk.Sync() // fails while the power is cut: nothing to write then
 		}
 	}
 }
 
-// powerCut cuts the box's power: the NATS store loses what it had not
-// synced (the cut), every process dies at once, Postgres crashes (an
-// immediate stop: it keeps what it committed, as its WAL is fsynced). After
-// down the power comes back and everything starts again, NATS first.
-func (h *harness) powerCut(down time.Duration) (powercut.CutReport, error) {
-	rep := h.disk.Cut()
+// powerCut cuts the power of every box at once: the NATS stores lose what
+// they had not synced (the cut), every process dies, and, with
+// withPostgres, Postgres crashes (an immediate stop: it keeps what it
+// committed, as its WAL is fsynced). After down the power comes back and
+// everything starts again, NATS first.
+func (h *harness) powerCut(down time.Duration, withPostgres bool) (powercut.CutReport, error) {
+	var rep powercut.CutReport
+	for _, d := range h.disks {
+		r := d.Cut()
+		rep.FilesTouched += r.FilesTouched
+		rep.PagesDropped += r.PagesDropped
+		rep.PagesKept += r.PagesKept
+		rep.BytesDropped += r.BytesDropped
+		rep.TornFiles += r.TornFiles
+	}
 	var wg sync.WaitGroup
 	for _, p := range h.procs {
 		wg.Add(1)
@@ -161,8 +178,13 @@ func (h *harness) powerCut(down time.Duration) (powercut.CutReport, error) {
 		}()
 	}
 	wg.Wait()
-	err := crashPostgres(h.dbURL)
-	h.disk.Resume()
+	var err error
+	if withPostgres {
+		err = crashPostgres(h.dbURL)
+	}
+	for _, d := range h.disks {
+		d.Resume()
+	}
 	time.Sleep(down)
 	for _, p := range h.procs {
 		p.up()

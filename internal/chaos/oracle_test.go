@@ -115,9 +115,9 @@ func (w *world) report() {
 	fmt.Fprintf(&b, "  lost: %d   duplicates on the wire (dropped by the client): %d   duplicates after dedupe: %d\n", lost, wireDups, dups)
 	fmt.Fprintf(&b, "  order violations: %d   conversations with conv_seq gaps: %d   messages never sent: %d\n", orderViolations, gaps, phantoms)
 	fmt.Fprintf(&b, "  devices incomplete after quiescence until reconnected (stuck sessions): %d\n", w.stuck)
-	if c := w.cuts; w.faults["power-cut"] > 0 {
+	if c, n := w.cuts, w.faults["power-cut"]+w.faults["cluster-power-cut"]; n > 0 {
 		fmt.Fprintf(&b, "  power cuts: %d; unsynced NATS store pages dropped %d (%d bytes), kept by the modelled writeback %d, files left torn %d; INBOX streams fenced %d\n",
-			w.faults["power-cut"], c.PagesDropped, c.BytesDropped, c.PagesKept, c.TornFiles, w.h.fences())
+			n, c.PagesDropped, c.BytesDropped, c.PagesKept, c.TornFiles, w.h.fences())
 	}
 	fmt.Fprintf(&b, "  logins offline too long (--offline-threshold %d): %d   messages handed over on the newest lane: %d\n", w.pl.offlineThreshold, tooLong, newest)
 	starts := make([]string, len(w.h.procs))

@@ -254,6 +254,19 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	written, err := pt.publish(ctx, publish, starts)
 	if err != nil {
+		var api *jetstream.APIError
+		if errors.As(err, &api) && api.ErrorCode == errCodeMsgIDInProcess {
+			// A clustered stream keeps the id of a proposal its leader
+			// lost (every node's power cut, a leader killed mid-write) as
+			// "in process" for its whole duplicate window (2 minutes), and
+			// refuses the id meanwhile. The entries are published again
+			// under other ids: should the lost proposal still be applied,
+			// its entry is a repeat the devices drop by msg_id.
+			pt.salt++
+			pt.f.metrics.idsSalted.Inc()
+			pt.f.log.Warn("an inbox stream refuses a dedupe id as in process (a lost proposal): publishing under new ids",
+				zap.Int("partition", pt.p), zap.Uint64("salt", pt.salt))
+		}
 		return fmt.Errorf("publish inbox entries: %w", err)
 	}
 	if !pt.f.fence.still(gen) {
@@ -294,6 +307,20 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	pt.f.metrics.sends.WithLabelValues("rejected").Add(float64(len(rejects)))
 	pt.f.metrics.batchSeconds.Observe(time.Since(start).Seconds())
 	return nil
+}
+
+// errCodeMsgIDInProcess is JetStream's "duplicate message id is in
+// process" (409, 10158).
+const errCodeMsgIDInProcess jetstream.ErrorCode = 10158
+
+// dedupeID is the Nats-Msg-Id of message msgID's entry in uid's inbox,
+// with the partition's salt when it has one.
+func (pt *partition) dedupeID(msgID, uid int64, fenceStart uint64) string {
+	id := streams.MessageDedupeIDAt(msgID, uid, fenceStart)
+	if pt.salt > 0 {
+		id += ":s" + strconv.FormatUint(pt.salt, 10)
+	}
+	return id
 }
 
 // membersAtSendTime returns the deliveries of stored messages that are
@@ -467,7 +494,7 @@ func (pt *partition) publish(ctx context.Context, ds []delivery, starts []uint64
 				Subject: streams.InboxSubject(p, uid),
 				Data:    payload,
 				Header: nats.Header{
-					jetstream.MsgIDHeader: {streams.MessageDedupeIDAt(m.MsgID, uid, starts[p])},
+					jetstream.MsgIDHeader: {pt.dedupeID(m.MsgID, uid, starts[p])},
 					streams.HeaderConv:    {conv},
 					streams.HeaderKind:    {streams.KindMessage},
 				},

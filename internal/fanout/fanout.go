@@ -303,6 +303,9 @@ type partition struct {
 	p       int
 	cons    jetstream.Consumer
 	members *memberCache
+	// salt is added to the dedupe ids of this partition's entries after a
+	// clustered stream refused one as "in process" (see process).
+	salt uint64
 }
 
 func (pt *partition) run(ctx context.Context) {

@@ -23,6 +23,9 @@ type metrics struct {
 	// inboxBehind counts batches held back because an INBOX stream was
 	// below what Postgres records of it (fence.go).
 	inboxBehind prometheus.Counter
+	// idsSalted counts batches whose entries were given new dedupe ids
+	// after a stream refused one as in process.
+	idsSalted prometheus.Counter
 
 	// Delivery lag per SEND partition (lag.go).
 	pending *prometheus.GaugeVec
@@ -57,6 +60,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		inboxBehind: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_fanout_inbox_behind_total",
 			Help: "Batch attempts held back because an INBOX stream came back below what Postgres records of it (a power cut, a restored backup) and the syncer had not fenced it yet.",
+		}),
+		idsSalted: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_fanout_dedupe_ids_salted_total",
+			Help: "Batches published again under new dedupe ids because a clustered INBOX stream refused one as in process (a proposal its leader lost, after a power cut of every node): their entries may come twice, and the devices drop the repeat.",
 		}),
 		entries: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_fanout_inbox_entries_total",

@@ -19,6 +19,7 @@ type metrics struct {
 	heartbeatTimeouts prometheus.Counter
 	sendResults       *prometheus.CounterVec
 	duplicateSends    prometheus.Counter
+	sendsWithoutID    prometheus.Counter // sends published again without a Nats-Msg-Id (send.go)
 
 	replaced           prometheus.Counter
 	staleKicks         prometheus.Counter
@@ -109,6 +110,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"status"}),
 		duplicateSends: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_duplicate_sends_total", Help: "Sends JetStream reported as duplicates (client retries).",
+		}),
+		sendsWithoutID: f.NewCounter(prometheus.CounterOpts{
+			Name: "inboxd_gateway_sends_without_dedupe_id_total",
+			Help: "Sends published again without their Nats-Msg-Id because a clustered SEND refused it as in process (a proposal lost with every node's power); Postgres recognises their repeats.",
 		}),
 		staleKicks: f.NewCounter(prometheus.CounterOpts{
 			Name: "inboxd_gateway_stale_login_kicks_total", Help: "Login announcements of a device from a login older than the session here (ignored; this session announced itself again).",

@@ -192,6 +192,9 @@ func (t *sendTracker) resolve(key sendKey, res *pb.SendResult) {
 // keyOf recovers a send's key from its SEND message.
 func keyOf(m *nats.Msg) (sendKey, bool) {
 	id := m.Header.Get(jetstream.MsgIDHeader)
+	if id == "" {
+		id = m.Header.Get(streams.HeaderSendKey)
+	}
 	uidStr, cmid, ok := strings.Cut(id, ":")
 	if !ok {
 		return sendKey{}, false
@@ -220,10 +223,35 @@ func (t *sendTracker) onPubAck(_ jetstream.JetStream, m *nats.Msg, ack *jetstrea
 
 // onPubErr runs on the JetStream ack goroutine and must not block.
 func (t *sendTracker) onPubErr(_ jetstream.JetStream, m *nats.Msg, err error) {
-	if key, ok := keyOf(m); ok {
-		t.resolve(key, failed(key.cmid, pb.ErrorCode_UNAVAILABLE, "send log did not acknowledge: "+err.Error()))
+	key, ok := keyOf(m)
+	if !ok {
+		return
 	}
+	var api *jetstream.APIError
+	if errors.As(err, &api) && api.ErrorCode == errCodeMsgIDInProcess && m.Header.Get(jetstream.MsgIDHeader) != "" {
+		// A clustered SEND keeps the id of a proposal its leader lost
+		// (every node's power cut) as "in process" for its whole duplicate
+		// window (2 minutes), refusing every retry of the send meanwhile.
+		// It goes again without the id: the fanout recognises a repeat by
+		// (sender, client_msg_id) in Postgres all the same.
+		r := nats.NewMsg(m.Subject)
+		r.Data = m.Data
+		r.Header.Set(streams.HeaderReply, m.Header.Get(streams.HeaderReply))
+		r.Header.Set(streams.HeaderSendKey, m.Header.Get(jetstream.MsgIDHeader))
+		t.g.metrics.sendsWithoutID.Inc()
+		go func() { // not on the ack goroutine: a publish may wait for room
+			if _, err := t.g.js.PublishMsgAsync(r); err != nil {
+				t.resolve(key, failed(key.cmid, pb.ErrorCode_UNAVAILABLE, "send log unavailable: "+err.Error()))
+			}
+		}()
+		return
+	}
+	t.resolve(key, failed(key.cmid, pb.ErrorCode_UNAVAILABLE, "send log did not acknowledge: "+err.Error()))
 }
+
+// errCodeMsgIDInProcess is JetStream's "duplicate message id is in
+// process" (409, 10158).
+const errCodeMsgIDInProcess jetstream.ErrorCode = 10158
 
 // onResult handles a fanout answer on <resultPrefix><uid>.
 func (t *sendTracker) onResult(m *nats.Msg) {

@@ -4,6 +4,10 @@ package streams
 const (
 	// HeaderReply (SEND) is the subject the fanout publishes the SendResult to.
 	HeaderReply = "Inboxd-Reply"
+	// HeaderSendKey (SEND) is "<uid>:<client_msg_id>" on a send published
+	// without a Nats-Msg-Id (a clustered SEND refused its id as in
+	// process); otherwise the Nats-Msg-Id says it.
+	HeaderSendKey = "Inboxd-Send-Key"
 	// HeaderConv (INBOX) is the conversation of an inbox entry.
 	HeaderConv = "Inboxd-Conv"
 	// HeaderKind (INBOX) is what an inbox entry is: "msg" for a message.
