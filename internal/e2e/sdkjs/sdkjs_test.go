@@ -20,6 +20,7 @@ import (
 	"github.com/inboxd/inboxd/internal/admin"
 	"github.com/inboxd/inboxd/internal/auth"
 	"github.com/inboxd/inboxd/internal/gateway"
+	"github.com/inboxd/inboxd/internal/ids"
 	"github.com/inboxd/inboxd/internal/node"
 	"github.com/inboxd/inboxd/internal/testenv"
 	"github.com/inboxd/inboxd/internal/testenv/testnode"
@@ -202,16 +203,21 @@ func (h *sdkHarness) mux() *http.ServeMux {
 		return h.adm.Revoke(ctx, admin.RevokeRequest{UID: uid, Device: device})
 	})
 	// /archived waits until the archive holds at least entries of uid's
-	// inbox: the newest page is read from the archive up to its mark, and
-	// the archiver gathers entries for 200 ms before it writes them.
+	// inbox below the archiver's mark: the newest page is read from the
+	// archive up to its mark, and the archiver gathers entries for 200 ms
+	// before it moves it (the message rows are there before, written by
+	// the fanout).
 	handle("/archived", func(ctx context.Context, req map[string]json.RawMessage) (any, error) {
 		var uid, entries int64
 		if err := fields(req, "uid", &uid, "entries", &entries); err != nil {
 			return nil, err
 		}
+		p := ids.Partition(uid, testnode.Layout().InboxPartitions)
 		for {
 			var n int64
-			if err := h.n.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox_archive WHERE uid = $1`, uid).Scan(&n); err != nil {
+			if err := h.n.Store.Pool.QueryRow(ctx, `
+				SELECT count(*) FROM inbox_archive
+				WHERE uid = $1 AND seq <= coalesce((SELECT archived_seq FROM archive_progress WHERE partition = $2), 0)`, uid, p).Scan(&n); err != nil {
 				return nil, err
 			}
 			if n >= entries {
