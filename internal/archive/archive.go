@@ -88,10 +88,13 @@ type Archiver struct {
 	// fenced counts streams found behind what Postgres records (fence.go),
 	// fencedSeqs the seqs they had lost.
 	fenced, fencedSeqs prometheus.Counter
-	epochMu            []sync.Mutex    // per partition: one epoch check at a time
-	restart            []chan struct{} // per partition: the stream changed, start over on it
-	checked            chan struct{}   // closed when every partition's stream was checked once
-	once               sync.Once       // closes checked
+	// raised counts conversations whose last_seq the archive found behind
+	// their entries, missing message entries without their row (restore.go).
+	raised, missing prometheus.Counter
+	epochMu         []sync.Mutex    // per partition: one epoch check at a time
+	restart         []chan struct{} // per partition: the stream changed, start over on it
+	checked         chan struct{}   // closed when every partition's stream was checked once
+	once            sync.Once       // closes checked
 }
 
 // New returns an archiver.
@@ -134,6 +137,10 @@ func New(opts Options, log *zap.Logger, js jetstream.JetStream, st *store.Store,
 			Help: "INBOX streams found behind what Postgres records of them (they lost entries: a power cut before their fsync, a restored backup) and fenced: sequences go on above every known one, the lost range is served from the archive."}),
 		fencedSeqs: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_fenced_seqs_total",
 			Help: "Sequences the fenced INBOX streams had lost (served from the archive where Postgres recorded them)."}),
+		raised: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_conv_seq_raised_total",
+			Help: "Conversations whose last_seq Postgres had below a conv_seq of their inbox entries (Postgres restored to an earlier point), raised so that no conv_seq is handed out twice."}),
+		missing: f.NewCounter(prometheus.CounterOpts{Name: "inboxd_archive_entries_without_message_total",
+			Help: "Inbox entries of messages whose msg_content row Postgres does not hold (Postgres restored to an earlier point): their bodies are lost, devices get them as expired."}),
 		epochMu: make([]sync.Mutex, opts.Layout.InboxPartitions),
 		restart: restart,
 		checked: make(chan struct{}),
@@ -235,6 +242,13 @@ func (a *Archiver) startPartition(ctx context.Context, p int, cfg jetstream.Cons
 	}
 	if _, err := a.checkEpoch(ctx, a.log, p, recs[p]); err != nil {
 		return nil, 0, fmt.Errorf("archive: stream epoch of %s: %w", streams.InboxStream(p), err)
+	}
+	// What the stream holds beyond the mark is archived before anything
+	// else starts (Checked): a Postgres restored to an earlier point learns
+	// here the conv_seqs it lost (restore.go) before a fanout of this
+	// process hands them out again.
+	if err := a.catchUp(ctx, p); err != nil {
+		return nil, 0, fmt.Errorf("archive: catch up %s: %w", streams.InboxStream(p), err)
 	}
 	// Its state is in memory (streams.EnsureConsumer says why): a NATS
 	// restart loses it, and it is created here again from the mark.
@@ -399,7 +413,7 @@ func (a *Archiver) runPartition(ctx context.Context, p int, epoch uint64, cons j
 			continue
 		}
 		for {
-			err := a.st.ArchiveBatchOf(ctx, p, epoch, entries, quarantined, upTo)
+			err := a.store(ctx, log, p, epoch, entries, quarantined, upTo)
 			if err == nil {
 				delay = 50 * time.Millisecond
 				break

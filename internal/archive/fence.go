@@ -69,7 +69,7 @@ func (a *Archiver) archiveRest(ctx context.Context, log *zap.Logger, p int, s je
 	entries := make([]store.ArchivedEntry, 0, a.opts.BatchSize)
 	var quarantined []store.QuarantinedEntry
 	flush := func(upTo uint64) error {
-		if err := a.st.ArchiveBatch(ctx, p, entries, quarantined, upTo); err != nil {
+		if err := a.store(ctx, log, p, 0, entries, quarantined, upTo); err != nil {
 			return err
 		}
 		a.entries.Add(float64(len(entries)))

@@ -67,7 +67,73 @@ var ErrEpochChanged = errors.New("store: the partition's stream epoch changed")
 // not stored and ErrEpochChanged returned; its entries were of a stream
 // that is gone, and their sequences may be the new stream's.
 func (s *Store) ArchiveBatchOf(ctx context.Context, p int, epoch uint64, entries []ArchivedEntry, quarantined []QuarantinedEntry, upTo uint64) error {
+	_, err := s.ArchiveChecked(ctx, p, epoch, entries, quarantined, upTo)
+	return err
+}
+
+// Behind is what an archive batch found Postgres missing of the entries it
+// archived: Postgres restored to an earlier point than the streams
+// (docs/operations.md, "After a Postgres restore").
+type Behind struct {
+	// Raised are the conversations whose last_seq was below a conv_seq of
+	// their entries, raised to it in the batch's transaction: the fanout
+	// hands out conv_seqs above it again, none twice.
+	Raised []ConvRaise
+	// Missing are the msg_ids of the message entries whose msg_content
+	// row Postgres does not hold (within the retention), one per entry:
+	// their bodies are lost; devices get them as expired.
+	Missing []int64
+}
+
+// ConvRaise is one conversation's last_seq raised by an archive batch.
+type ConvRaise struct {
+	ConvID   int64
+	From, To int64
+}
+
+// ArchiveChecked is ArchiveBatchOf that also holds Postgres to what the
+// entries say: a conversation whose last_seq is below a conv_seq of its
+// entries is raised to it, and message entries whose msg_content row is
+// missing are reported. Neither happens unless Postgres lost committed
+// rows (a restore to an earlier point): the fanout commits both before it
+// publishes an entry.
+func (s *Store) ArchiveChecked(ctx context.Context, p int, epoch uint64, entries []ArchivedEntry, quarantined []QuarantinedEntry, upTo uint64) (Behind, error) {
+	var behind Behind
+	var convs, cseqs, msgs []int64
+	for _, e := range entries {
+		if e.MsgID != 0 && e.Event == 0 {
+			convs, cseqs, msgs = append(convs, e.ConvID), append(cseqs, e.ConvSeq), append(msgs, e.MsgID)
+		}
+	}
 	b := &pgx.Batch{}
+	if len(convs) > 0 {
+		// Rows locked in conv_id order, as the fanout's batch locks them;
+		// normally none is behind and none is locked.
+		b.Queue(`
+			WITH t AS (SELECT conv, max(cs) AS seq FROM unnest($1::bigint[], $2::bigint[]) AS e(conv, cs) GROUP BY conv),
+			     behind AS (SELECT c.conv_id, c.last_seq, t.seq FROM conversation c JOIN t ON c.conv_id = t.conv
+			                WHERE c.last_seq < t.seq ORDER BY c.conv_id FOR UPDATE OF c)
+			UPDATE conversation c SET last_seq = b.seq FROM behind b
+			WHERE c.conv_id = b.conv_id AND c.last_seq < b.seq
+			RETURNING c.conv_id, b.last_seq, b.seq`, convs, cseqs).Query(func(rows pgx.Rows) error {
+			var r ConvRaise
+			_, err := pgx.ForEachRow(rows, []any{&r.ConvID, &r.From, &r.To}, func() error {
+				behind.Raised = append(behind.Raised, r)
+				return nil
+			})
+			return err
+		})
+		b.Queue(`
+			SELECT m FROM unnest($1::bigint[]) AS m
+			WHERE m >= (SELECT min(lo) FROM data_range) AND NOT EXISTS (SELECT 1 FROM msg_content c WHERE c.msg_id = m)`, msgs).Query(func(rows pgx.Rows) error {
+			var id int64
+			_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+				behind.Missing = append(behind.Missing, id)
+				return nil
+			})
+			return err
+		})
+	}
 	queueArchiveRows(b, entries)
 	for _, q := range quarantined {
 		b.Queue(sqlQuarantine, p, int64(q.Seq), q.Subject, q.Raw, q.Err)
@@ -87,12 +153,13 @@ func (s *Store) ArchiveBatchOf(ctx context.Context, p int, epoch uint64, entries
 				return ErrEpochChanged
 			}
 		}
+		behind = Behind{}
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		return fmt.Errorf("store: archive partition %d: %w", p, err)
+		return Behind{}, fmt.Errorf("store: archive partition %d: %w", p, err)
 	}
-	return nil
+	return behind, nil
 }
 
 // queueArchiveRows queues the insert of entries into inbox_archive
