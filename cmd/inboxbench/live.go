@@ -113,8 +113,8 @@ func runLive(ctx context.Context, o *opts) (any, error) {
 	// the workers' preparation run in the half second before t0, and a
 	// message due then is neither idle nor storm (only in "all"). Cut at t0,
 	// that half second was 5 % of a 10 s idle window, and its burst of the
-	// workers' CPU set the window's p99 (docs/benchmarks.md, "The idle
-	// window of the 10,000 run").
+	// workers' CPU set the window's p99 (docs/benchmarks.md, Method,
+	// "live").
 	idleTo := time.Now().UnixNano()
 	cpu1 := readServerCPU(sys)
 	idleProfiled()
@@ -353,7 +353,7 @@ func (w *worker) liveStop(a liveStopArgs) (liveStopResult, error) {
 // commits waited behind that writeback for their WAL flush (in one run 7
 // of 2,001 commits took 64-128 ms). Six runs alternated: idle p99 17-103
 // ms, median 35 ms, without the flush; 9-30 ms, median 21 ms, with it
-// (docs/benchmarks.md, "The idle window of the 10,000 run"). A storm at
+// (docs/benchmarks.md, Method, "live"). A storm at
 // 9 a.m. follows a night whose writes the kernel has long written back.
 func flushPreparation(o *opts) {
 	t := time.Now()

@@ -15,6 +15,7 @@
 //	inboxbench devices                      60,000 registered devices, 5,000 online: NATS memory, a node restart, a week-offline login
 //	inboxbench all                          every scenario in turn (not soak)
 //	inboxbench fanout|storm --cluster 3     on a 3-node NATS cluster, R1 and R3 alternately (cluster.go)
+//	inboxbench report                       docs/benchmarks.md's results table from docs/benchmarks/*.jsonl (report.go)
 //
 // --json prints one JSON object per scenario (the contract fields first);
 // --quick runs tiny sizes in seconds (what the test suite does).
@@ -90,6 +91,7 @@ var order = []string{"fanout", "storm", "live", "conns", "scale"}
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage: inboxbench <fanout|storm|live|conns|scale|soak|devices|all> [flags]
+       inboxbench report [--results DIR] [--out PAGE] [--check]
 run "inboxbench <scenario> -h" for the flags; docs/benchmarks.md explains the method`)
 	os.Exit(2)
 }
@@ -104,6 +106,9 @@ func main() {
 		return
 	case "_serve":
 		serveMain(os.Args[2:])
+		return
+	case "report":
+		reportMain(os.Args[2:])
 		return
 	}
 	cmd := os.Args[1]

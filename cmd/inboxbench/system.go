@@ -201,7 +201,7 @@ func startSystem(ctx context.Context, o sysOpts) (_ *system, err error) {
 	} else {
 		// Readiness of the NATS-only process is its client port: its
 		// /healthz check (ReadyForConnections(0)) did not pass in older
-		// builds (see docs/benchmarks.md, known issues).
+		// builds.
 		s.readyAddr = addrs["nats"]
 		if _, err := s.spawn(ctx, "inboxd", addrs["http"], "--nats-only", "--data", s.dir, "--nats-listen", addrs["nats"],
 			"--inbox-partitions", strconv.Itoa(o.partitions), "--log-level", "warn"); err != nil {

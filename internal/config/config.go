@@ -368,8 +368,8 @@ func (c *Config) Register(fs *flag.FlagSet, roles Role) {
 	if roles&(RoleGateway|RoleSyncer) != 0 {
 		// The gateway replays the window to a new device; the syncer's
 		// early cleanup keeps it in the streams: both read the same flags.
-		fs.DurationVar(&c.NewDeviceWindow, "new-device-window", c.NewDeviceWindow, "a device's first login replays the inbox entries of this last period… (the syncer's early cleanup keeps them)")
-		fs.IntVar(&c.NewDeviceMax, "new-device-max", c.NewDeviceMax, "…but at most this many (older history: conversation pulls)")
+		fs.DurationVar(&c.NewDeviceWindow, "new-device-window", c.NewDeviceWindow, "a device's first login replays the inbox entries of this last period, at most --new-device-max of them (the syncer's early cleanup keeps them)")
+		fs.IntVar(&c.NewDeviceMax, "new-device-max", c.NewDeviceMax, "most inbox entries a device's first login replays from --new-device-window (older history: conversation pulls)")
 	}
 	if roles&RoleSyncer != 0 {
 		fs.DurationVar(&c.CleanupEvery, "cleanup-every", c.CleanupEvery, "early cleanup: a round every this long purges from the INBOX streams what every device of a user confirmed, the archive holds and the new-device window does not need (0: off)")

@@ -240,8 +240,8 @@ func TestHelpShowsStaticDefaults(t *testing.T) {
 
 // Every flag of every binary is set by each of its environment variables.
 func TestEveryFlagHasItsEnvVar(t *testing.T) {
-	for _, b := range binaryNames {
-		roles := binaries[b]
+	for _, bin := range Binaries() {
+		b, roles := bin.Name, bin.Roles
 		_, fs, _ := parse(t, roles)
 		n := 0
 		fs.VisitAll(func(f *flag.Flag) {

@@ -18,9 +18,8 @@ import (
 // acknowledgements. nats.go's PublishMsgAsync registers a future with two
 // channels and a timer per message and decodes each acknowledgement with
 // encoding/json under the publisher's one lock: 9 % of the all-in-one's
-// CPU in `inboxbench fanout` (docs/benchmarks.md, "Acknowledgements
-// without futures"). Here a batch of publishes shares one channel; a
-// reply subject carries the batch's id and the entry's index, and the
+// CPU in `inboxbench fanout` (commit 836b404). Here a batch of
+// publishes shares one channel; a reply subject carries the batch's id and the entry's index, and the
 // acknowledgement is scanned for its three members (seq, error, stream).
 type ackMux struct {
 	nc     *nats.Conn

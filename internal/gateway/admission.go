@@ -51,7 +51,7 @@ import (
 const (
 	loginFloor = 16 // the limit's floor (or LoginConcurrency, if lower)
 	// loginWait is the longest a login waits for a slot. 5 s: measured
-	// (docs/benchmarks.md, "Issue 11: live first"), a 3,000-device storm
+	// (commit c6e3f5e), a 3,000-device storm
 	// with 1 s had 1,161-1,479 logins refused and dialled again and
 	// drained in 12.2-16.7 s; with 5 s, none, in 9.8-12.7 s (first page
 	// p99 7.0-10.3 s -> 4.8-5.7 s). The wait and a login under a storm

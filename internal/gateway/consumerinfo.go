@@ -22,7 +22,7 @@ import (
 // time.Duration per field, the cluster and its replicas, the metadata
 // map, three timestamps) and wraps it in a handle with a mutex, which in
 // a wave of returning devices was 12 % of the gateway's CPU
-// (docs/benchmarks.md, "Where a login's time goes now"). The request is
+// (commit 745df1c). The request is
 // the same ($JS.API.CONSUMER.INFO.<stream>.<consumer>, no body), and its
 // errors are the jetstream package's: ErrConsumerNotFound for a consumer
 // that is not there, the server's *jetstream.APIError for the others (an

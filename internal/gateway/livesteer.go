@@ -49,7 +49,7 @@ const (
 	levelDecrease  = 0.5
 	// minPageSlots is the page gate at level 0: the steering takes at
 	// most three quarters of the catch-up's page reads. Measured
-	// (docs/benchmarks.md, "Issue 11: live first"), 3,000 × 200 beside
+	// (commit 232d24b), 3,000 × 200 beside
 	// 200 live msgs/s: a floor of 1 cut the live p99 from 900-980 ms to
 	// 500-610 ms but doubled the drain (37-42 s to 79-85 s); a floor of 4
 	// gave 670 ms for a drain of 43-47 s.

@@ -68,8 +68,8 @@ type Options struct {
 	// 1h); a reaped consumer is recreated from the mirrored cursor. Short,
 	// so that only recently active devices hold a consumer in NATS (about
 	// 31 KB each): an offline device costs its device_cursor row, and its
-	// next login a consumer create (under a millisecond; docs/benchmarks.md,
-	// "Devices at scale").
+	// next login a consumer create (under a millisecond;
+	// BenchmarkDeviceConsumerStorage in internal/streams).
 	DeviceIdleReap time.Duration
 	// UserBackfillRate and UserBackfillBurst are the per-user token bucket
 	// of backfill messages on this gateway (defaults 20000/s, 2000); each

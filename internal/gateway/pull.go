@@ -16,7 +16,7 @@ import (
 // rather than through a jetstream.Consumer handle. The handle keeps the
 // consumer's whole ConsumerInfo as decoded at login (its config, cluster
 // and metadata maps): 1.1 KB of heap for every connected device, most of
-// an idle connection's cost (docs/benchmarks.md, "Idle connections"), for
+// an idle connection's cost (commit 4a0dbc4), for
 // a request that needs only the stream and consumer names. Its Fetch also
 // starts a goroutine and two channels per call; this one collects the
 // deliveries in the caller's goroutine.

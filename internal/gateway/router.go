@@ -26,7 +26,7 @@ import (
 // ~250 bytes of the gateway's heap, a server-side subscription, and a SUB
 // and an UNSUB per login. (A wildcard is never subscribed per user: its
 // unsubscribe made the server scan every outstanding service response of
-// the account, docs/benchmarks.md.) The user's rate buckets are not here:
+// the account: commit afd5dad.) The user's rate buckets are not here:
 // they outlive its sessions (limits.go).
 //
 // The subscriptions are channel subscriptions feeding routeShards

@@ -236,7 +236,7 @@ func (s *Store) ArchiveProgress(ctx context.Context) (map[int]uint64, error) {
 // completes each that NeedsBody. A gateway takes the bodies from its
 // cache: in a login storm of a group, every member's page joined the same
 // few bodies again (the join was half of a page's cost in Postgres,
-// docs/benchmarks.md, "Issue 11: archive pages without the body join").
+// commit 0268389).
 // A message at or below its conversation's retention horizon comes
 // expired, and exp gets the horizon of each conversation of the page that
 // has one (the entries before it may be gone too: the device passes over

@@ -20,7 +20,7 @@ import (
 // file and with memory storage: b.N consumers, the heap in use and the
 // store's files per consumer, and the server's shutdown and start with
 // them. The choice of memory storage (jetstream/consumers/
-// INBOX_device.json) rests on it (docs/benchmarks.md, "Devices at scale"):
+// INBOX_device.json) rests on it and on `inboxbench devices` (docs/benchmarks.md):
 //
 //	go test -run '^$' -bench DeviceConsumerStorage -benchtime 5000x ./internal/streams/
 func BenchmarkDeviceConsumerStorage(b *testing.B) {

@@ -291,7 +291,7 @@ func ConsumerLost(err error) bool {
 // archiver starts from its Postgres mark; a lost consumer is created again.
 // On file storage each of them rewrote a state file up to ten times a
 // second while it moved, 8 % of the all-in-one's CPU under live traffic
-// (docs/benchmarks.md, "Consumers without state files").
+// (commit ae2f691).
 //
 // JetStream cannot change a consumer's storage type. A consumer of an
 // older installation on the other storage keeps it (kept is true: the
