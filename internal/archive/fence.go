@@ -64,7 +64,8 @@ func (a *Archiver) fence(ctx context.Context, log *zap.Logger, p int, s jetstrea
 }
 
 // archiveRest copies partition p's entries from seq first to last into
-// the archive (the archiver had not reached them).
+// the archive (the archiver had not reached them); one missing from the
+// stream was removed before it was archived, and is counted lost.
 func (a *Archiver) archiveRest(ctx context.Context, log *zap.Logger, p int, s jetstream.Stream, first, last uint64) error {
 	entries := make([]store.ArchivedEntry, 0, a.opts.BatchSize)
 	var quarantined []store.QuarantinedEntry
@@ -77,9 +78,17 @@ func (a *Archiver) archiveRest(ctx context.Context, log *zap.Logger, p int, s je
 		entries, quarantined = entries[:0], quarantined[:0]
 		return nil
 	}
+	var removed uint64
+	defer func() {
+		if removed > 0 {
+			a.lost.Add(float64(removed))
+			log.Error("inbox entries were removed from the stream before they were archived", zap.Uint64("entries", removed))
+		}
+	}()
 	for seq := first; seq <= last; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			removed++
 			continue
 		}
 		if err != nil {
