@@ -1,6 +1,6 @@
 package main
 
-// --cluster N: the system under test on an N-node NATS cluster (issue 14).
+// --cluster N: the system under test on an N-node NATS cluster.
 // N `inboxd --nats-only` nodes (--name nK, --cluster-listen, --routes)
 // form one NATS cluster with JetStream; the syncer (started first: it
 // creates the streams with --replicas), the fanout and the gateway are

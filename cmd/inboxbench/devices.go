@@ -1,6 +1,6 @@
 package main
 
-// The devices scenario (issue 14, devices at enterprise scale): the driver
+// The devices scenario (devices at enterprise scale): the driver
 // (runDevices), its system (NATS-only processes, one or a cluster, and the
 // services split) and its worker operations, devices_hold and
 // devices_seen.

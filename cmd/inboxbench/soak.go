@@ -1,6 +1,6 @@
 package main
 
-// The soak scenario (issue 15, the data lifecycle): steady sends and syncs
+// The soak scenario (the data lifecycle): steady sends and syncs
 // for --duration against an all-in-one system with short lifecycle
 // settings, sampling what the disk holds. The driver (runSoak) starts the
 // system, creates the conversations and samples the JetStream store, the

@@ -11,7 +11,7 @@ import (
 	"github.com/inboxd/inboxd/internal/store"
 )
 
-// The admin API of the data lifecycle (issue 15): deleting a user's data
+// The admin API of the data lifecycle: deleting a user's data
 // and what is on disk.
 const (
 	// SubjectUserDelete asks for a user's data to be deleted and answers

@@ -62,18 +62,18 @@ type Config struct {
 
 	Layout streams.Layout
 
-	// Syncer: how long inbox entries stay in the INBOX streams (issue 15;
-	// recorded on the streams, changed by inboxctl streams set).
+	// Syncer: how long inbox entries stay in the INBOX streams (recorded
+	// on the streams, changed by inboxctl streams set).
 	HotWindow time.Duration
 
-	// Gateway limits that a reconnect cannot reset (issue 13, item 3).
+	// Gateway limits that a reconnect cannot reset.
 	SendEntryRate     float64
 	MaxDevicesPerUser int
 	RequestRate       float64
 	PreauthConns      int
 	PreauthConnsPerIP int
 
-	// Login admission (issue 11 item 1; internal/gateway/admission.go):
+	// Login admission (internal/gateway/admission.go):
 	// the ceiling of the adaptive limit on logins in progress, the login
 	// latency it steers to (0: automatic) and logins per second (0: no
 	// rate limit), all per gateway.
@@ -82,25 +82,25 @@ type Config struct {
 	// LiveDelayTarget: the live-first steering's target (0: off).
 	LiveDelayTarget time.Duration
 
-	// NATS login and TLS of the services (issue 13, least privilege in
+	// NATS login and TLS of the services (least privilege in
 	// NATS): a credentials file instead of user/password, the CA that
 	// verifies the server, a client certificate.
 	NATSCreds         string
 	NATSCA            string
 	NATSCert, NATSKey string
 
-	// Ops endpoints (issue 13 item 5): the debug listener, off by default,
+	// Ops endpoints: the debug listener, off by default,
 	// and how long a stopping process stays up unready.
 	DebugHTTPAddr string
 	DrainDelay    time.Duration
 
-	// Keys and exposure (issue 13: internal/node/secure.go, internal/auth).
+	// Keys and exposure (internal/node/secure.go, internal/auth).
 	Dev           bool          // allow development secrets on reachable addresses
 	TokenKeysFile string        // JSON key set, each key with a kid
 	TokenIssuer   string        // when set, a token's iss must equal it
 	TokenMaxTTL   time.Duration // longest exp − iat accepted
 
-	// Retention in Postgres (issue 15 item 4; the syncer): how long
+	// Retention in Postgres (the syncer): how long
 	// message bodies and archived inbox entries are kept (0: forever), the
 	// width of the time ranges they are removed by (0: calendar months),
 	// and the installation-wide legal hold.
@@ -108,14 +108,14 @@ type Config struct {
 	PartitionWidth time.Duration
 	LegalHold      bool
 
-	// Syncer housekeeping (issue 15, item 6): how long a device may stay
+	// Syncer housekeeping: how long a device may stay
 	// unseen before its cursor row is forgotten, how long a refused
 	// send's answer is kept, and how often housekeeping runs.
 	DeviceForget      time.Duration
 	RejectHorizon     time.Duration
 	HousekeepingEvery time.Duration
 
-	// Early cleanup (issue 15 item 3, the syncer; internal/archive):
+	// Early cleanup (the syncer; internal/archive):
 	// rounds every CleanupEvery (0: off) of CleanupBatch users, at most
 	// CleanupRate purges a second; the new-device window (NewDeviceWindow,
 	// NewDeviceMax, shared with the gateway) is kept as it was
@@ -125,21 +125,21 @@ type Config struct {
 	CleanupBatch  int
 	CleanupMargin time.Duration
 
-	// NATS cluster (issue 14): the embedded server's name, its cluster
+	// NATS cluster: the embedded server's name, its cluster
 	// (route) listen address and the other nodes' route URLs; the replica
 	// count of the streams (the syncer records it on them).
 	NodeName      string
 	ClusterListen string
 	Routes        string
 	Replicas      int
-	// Web client (issue 10, the gateway): serve it at /app/ on the
+	// Web client (the gateway): serve it at /app/ on the
 	// WebSocket listener.
 	Web bool
 	// Mutual TLS on the routes (internal/natsembed): this node's
 	// certificate and key, and the CA its peers' certificates are
 	// verified by; all three or none.
 	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
-	// Offline push (issue 10 item 5; the syncer, internal/push): off by
+	// Offline push (the syncer, internal/push): off by
 	// default. A message entry is decided PushAfter after it was stored,
 	// a user gets at most one event per PushCollapse, and an event
 	// carries the text only with PushBody.
@@ -157,7 +157,7 @@ type Config struct {
 	RetryMin, RetryMax time.Duration
 	WebhookConcurrency int
 
-	// Postgres pools per role class (issue 11 item 3; internal/node,
+	// Postgres pools per role class (internal/node,
 	// docs/design.md "Postgres pools"): the most connections of the send
 	// path's pool (the gateway's sends and the fanout's writes), of the
 	// gateway's catch-up reads, and of the syncer's background jobs.

@@ -149,8 +149,8 @@ type Options struct {
 	// live-first steering lowers the limit, to 16 at least, or this if
 	// lower, while live messages are late).
 	// LoginRate is the logins per second this gateway admits, burst a
-	// tenth of a second of it (default 20000, twice the handshake rate
-	// issue 11 asks of a 2-core machine: it does not bind an honest wave
+	// tenth of a second of it (default 20000, twice the target of 10,000
+	// handshakes/s on a 2-core machine: it does not bind an honest wave
 	// there, and bounds the token checks and summary reads a reconnect
 	// flood makes a bigger machine start; rate.Inf: no limit). A login
 	// over either budget is refused with a fatal UNAVAILABLE and
@@ -169,7 +169,7 @@ type Options struct {
 	// 30s; also at once after a NATS reconnect).
 	RevocationSweep time.Duration
 
-	// Web client (issue 10; webapp.go). Web, when set, is the client's
+	// Web client (webapp.go). Web, when set, is the client's
 	// files, served at /app/ on the WebSocket listener (nil: /app is a
 	// 404 like any path but WSPath). DevToken, when set, answers POST
 	// /app/dev/token with a token for any uid and device: set it only

@@ -61,8 +61,8 @@ const firstStep = "revoke"
 // Subjects of the admin API and its events that a deletion uses (the
 // admin package defines them; it imports this one).
 const (
-	// revokeSubject revokes every device of a user (issue 13's
-	// inboxd.admin.user.revoke): its tokens issued until now are refused
+	// revokeSubject revokes every device of a user
+	// (inboxd.admin.user.revoke): its tokens issued until now are refused
 	// and its connections close.
 	revokeSubject = "inboxd.admin.user.revoke"
 	// convChanged is admin.SubjectConvChanged.
@@ -237,7 +237,7 @@ func (l *Lifecycle) batchDone(ctx context.Context, j *job) error {
 }
 
 // stepRevoke revokes every device of the user through the admin API's
-// revocation (issue 13), so that no old token logs in again. Without a
+// revocation, so that no old token logs in again. Without a
 // revocation service (no responders) the job goes on and says so in
 // revoke_note: the user's connected devices then stay connected, and a
 // device may log in again with a token issued before.
