@@ -88,20 +88,9 @@ func TestPostgresRestoreHandsOutNoConvSeqTwice(t *testing.T) {
 // new one and returns its name.
 func copyDatabase(t *testing.T, url string) string {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testenv.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	name := cfg.Database + "_backup"
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE "+cfg.Database); err != nil {
-		t.Fatal(err)
-	}
+	db := databaseOf(t, url)
+	name := db + "_backup"
+	adminExec(t, "CREATE DATABASE "+name+" TEMPLATE "+db)
 	t.Cleanup(func() {
 		c, err := pgx.Connect(context.Background(), testenv.AdminURL())
 		if err == nil {
@@ -115,22 +104,31 @@ func copyDatabase(t *testing.T, url string) string {
 // restoreDatabase puts the copy backup in the place of url's database.
 func restoreDatabase(t *testing.T, url, backup string) {
 	t.Helper()
+	db := databaseOf(t, url)
+	adminExec(t, "DROP DATABASE "+db+" WITH (FORCE)", "ALTER DATABASE "+backup+" RENAME TO "+db)
+}
+
+func databaseOf(t *testing.T, url string) string {
+	t.Helper()
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg.Database
+}
+
+// adminExec runs statements as the tests' Postgres admin, in order.
+func adminExec(t *testing.T, statements ...string) {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, testenv.AdminURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	for _, q := range []string{
-		"DROP DATABASE " + cfg.Database + " WITH (FORCE)",
-		"ALTER DATABASE " + backup + " RENAME TO " + cfg.Database,
-	} {
+	for _, q := range statements {
 		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", q, err)
 		}
 	}
 }
