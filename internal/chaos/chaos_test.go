@@ -628,6 +628,15 @@ func (w *world) inject(done chan struct{}) {
 				}
 				continue
 			}
+		case "pause":
+			// Any process of the system, from a short stall to longer than
+			// the fanout pin's priority_timeout (5 s) and a NATS route's
+			// ping interval; then it goes on as if nothing happened.
+			ps := w.h.procs
+			p := ps[w.intn(len(ps))]
+			d := []time.Duration{2 * time.Second, 6 * time.Second, 12 * time.Second}[w.intn(3)]
+			w.t.Logf("pause %s for %s", p.name, d)
+			p.pause(d)
 		case "power-cut", "cluster-power-cut":
 			// The short cluster run leaves Postgres alone (its plan has no
 			// restart-postgres): the power goes at the NATS nodes' site.

@@ -76,6 +76,11 @@ func TestChaosCluster(t *testing.T) {
 	// second one in a row the cluster has been seen to leave SEND without
 	// a leader for minutes (docs/reliability.md, "The fault model"). This
 	// runs them: the NATS stores on power-cut file systems.
+	// Pauses (SIGSTOP, then SIGCONT after 2, 6 or 12 s) of any process:
+	// opt-in until a run shows them green.
+	if os.Getenv("INBOXD_CHAOS_PAUSES") != "" {
+		pl.kinds = append(slices.Clone(pl.kinds), "pause")
+	}
 	if v := os.Getenv("INBOXD_CHAOS_CLUSTER_POWER_CUTS"); v != "" {
 		pl.minPowerCuts, _ = strconv.Atoi(v)
 		pl.kinds = append(slices.Clone(pl.kinds), "cluster-power-cut")

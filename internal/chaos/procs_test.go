@@ -107,6 +107,20 @@ func (p *proc) signal(sig syscall.Signal, hold bool) {
 	}
 }
 
+// pause stops the process (SIGSTOP: it holds its sockets and its state,
+// answers nothing) for d, then lets it go on (SIGCONT).
+func (p *proc) pause(d time.Duration) {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGSTOP)
+	time.Sleep(d) // the pause itself: time passes
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
+}
+
 // up starts a held-down process again.
 func (p *proc) up() {
 	p.mu.Lock()
