@@ -58,6 +58,16 @@ func (a *Archiver) checkEpoch(ctx context.Context, log *zap.Logger, p int, rec s
 	}
 	info := s.CachedInfo()
 	epoch := epochOf(info)
+	// The trimmer checks every partition every round: the records alone
+	// first (a few rows); the device cursors are read only for a stream
+	// that is not plainly the recorded one at or above them.
+	recorded, _, err := a.st.RecordedFloor(ctx, a.opts.Layout.InboxPartitions)
+	if err != nil {
+		return false, err
+	}
+	if rec.StreamEpoch == epoch && info.State.LastSeq >= recorded[p] {
+		return false, nil
+	}
 	high, err := a.highest(ctx, p)
 	if err != nil {
 		return false, err
@@ -110,7 +120,7 @@ func epochOf(info *jetstream.StreamInfo) uint64 { return uint64(info.Created.Uni
 // stream (store.InboxFloor): the entries the fanouts wrote, the archive
 // mark, the epoch's start, the mirrored device cursors.
 func (a *Archiver) highest(ctx context.Context, p int) (uint64, error) {
-	floor, err := a.st.InboxFloor(ctx, a.opts.Layout.InboxPartitions)
+	floor, _, err := a.st.InboxFloor(ctx, a.opts.Layout.InboxPartitions)
 	if err != nil {
 		return 0, err
 	}

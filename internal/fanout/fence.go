@@ -71,11 +71,7 @@ func (fc *inboxFence) ready(ctx context.Context, need []bool) (uint64, []uint64,
 		}
 	}
 	if len(todo) > 0 {
-		floor, err := fc.st.InboxFloor(ctx, fc.parts)
-		if err != nil {
-			return 0, nil, err
-		}
-		recs, err := fc.st.ArchiveEpochs(ctx)
+		floor, recs, err := fc.st.InboxFloor(ctx, fc.parts)
 		if err != nil {
 			return 0, nil, err
 		}

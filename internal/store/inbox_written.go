@@ -63,33 +63,45 @@ func (s *Store) WrittenHighs(ctx context.Context, n int) ([]uint64, error) {
 	return out, nil
 }
 
-// InboxFloor returns, for each of the n INBOX partitions, the highest
-// inbox seq Postgres knows of: what the fanouts were acknowledged
-// (inbox_written), the archive mark, the epoch's start and the mirrored
-// device cursors. A stream whose last seq is below its partition's floor
-// lost entries that Postgres holds or that a device confirmed; no seq up
-// to the floor may be handed out again (docs/design.md, "The inbox
-// index").
-func (s *Store) InboxFloor(ctx context.Context, n int) ([]uint64, error) {
+// RecordedFloor returns, for each of the n INBOX partitions, the highest
+// inbox seq Postgres records of it without reading the device cursors:
+// what the fanouts were acknowledged (inbox_written), the archive mark and
+// the epoch's start; and the partitions' archive records it read. It is
+// the cheap check (a few rows); InboxFloor is the whole one.
+func (s *Store) RecordedFloor(ctx context.Context, n int) ([]uint64, map[int]ArchiveEpoch, error) {
 	floor, err := s.WrittenHighs(ctx, n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	recs, err := s.ArchiveEpochs(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for p, r := range recs {
 		if p < n {
 			floor[p] = max(floor[p], r.Archived, max(r.Start, 1)-1)
 		}
 	}
+	return floor, recs, nil
+}
+
+// InboxFloor returns, for each of the n INBOX partitions, the highest
+// inbox seq Postgres knows of: RecordedFloor and the mirrored device
+// cursors (every device_cursor row is read); and the partitions' archive
+// records. A stream whose last seq is below its partition's floor lost
+// entries that Postgres holds or that a device confirmed; no seq up to
+// the floor may be handed out again (docs/design.md, "The inbox index").
+func (s *Store) InboxFloor(ctx context.Context, n int) ([]uint64, map[int]ArchiveEpoch, error) {
+	floor, recs, err := s.RecordedFloor(ctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
 	cursors, err := s.HighestCursors(ctx, n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for p, c := range cursors {
 		floor[p] = max(floor[p], c)
 	}
-	return floor, nil
+	return floor, recs, nil
 }
