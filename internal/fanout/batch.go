@@ -255,7 +255,7 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	written, err := pt.publish(ctx, publish, starts)
 	if err != nil {
 		var api *jetstream.APIError
-		if errors.As(err, &api) && api.ErrorCode == errCodeMsgIDInProcess {
+		if errors.As(err, &api) && api.ErrorCode == streams.ErrCodeMsgIDInProcess {
 			// A clustered stream keeps the id of a proposal its leader
 			// lost (every node's power cut, a leader killed mid-write) as
 			// "in process" for its whole duplicate window (2 minutes), and
@@ -308,10 +308,6 @@ func (pt *partition) process(ctx context.Context, msgs []jetstream.Msg) error {
 	pt.f.metrics.batchSeconds.Observe(time.Since(start).Seconds())
 	return nil
 }
-
-// errCodeMsgIDInProcess is JetStream's "duplicate message id is in
-// process" (409, 10158).
-const errCodeMsgIDInProcess jetstream.ErrorCode = 10158
 
 // dedupeID is the Nats-Msg-Id of message msgID's entry in uid's inbox,
 // with the partition's salt when it has one.

@@ -228,7 +228,7 @@ func (t *sendTracker) onPubErr(_ jetstream.JetStream, m *nats.Msg, err error) {
 		return
 	}
 	var api *jetstream.APIError
-	if errors.As(err, &api) && api.ErrorCode == errCodeMsgIDInProcess && m.Header.Get(jetstream.MsgIDHeader) != "" {
+	if errors.As(err, &api) && api.ErrorCode == streams.ErrCodeMsgIDInProcess && m.Header.Get(jetstream.MsgIDHeader) != "" {
 		// A clustered SEND keeps the id of a proposal its leader lost
 		// (every node's power cut) as "in process" for its whole duplicate
 		// window (2 minutes), refusing every retry of the send meanwhile.
@@ -248,10 +248,6 @@ func (t *sendTracker) onPubErr(_ jetstream.JetStream, m *nats.Msg, err error) {
 	}
 	t.resolve(key, failed(key.cmid, pb.ErrorCode_UNAVAILABLE, "send log did not acknowledge: "+err.Error()))
 }
-
-// errCodeMsgIDInProcess is JetStream's "duplicate message id is in
-// process" (409, 10158).
-const errCodeMsgIDInProcess jetstream.ErrorCode = 10158
 
 // onResult handles a fanout answer on <resultPrefix><uid>.
 func (t *sendTracker) onResult(m *nats.Msg) {
