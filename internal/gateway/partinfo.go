@@ -67,9 +67,11 @@ func (pi *partInfos) refresh(ctx context.Context) {
 		if arch == nil {
 			next[p].archived = pi.get(p).archived
 		}
-		// A stream emptied by purges (trimmed) starts right above the mark;
-		// one that starts further up was fenced and the mark not raised yet.
-		next[p].unfenced = (written != nil && st.LastSeq < written[p]) || st.FirstSeq > next[p].archived+1
+		var w uint64
+		if written != nil {
+			w = written[p]
+		}
+		next[p].unfenced = unfenced(st.FirstSeq, st.LastSeq, next[p].archived, w)
 	}
 	pi.mu.Lock()
 	var changed map[int]uint64
@@ -86,6 +88,15 @@ func (pi *partInfos) refresh(ctx context.Context) {
 	if changed != nil {
 		g.epochsChanged(changed) // epoch.go
 	}
+}
+
+// unfenced reports whether a stream holding first..last is behind what
+// Postgres records of its partition (written: the fanouts' highest
+// acknowledged seq) or starts above the archive mark: a stream emptied by
+// purges (trimmed) starts right above the mark, one that starts further up
+// was fenced and the mark is not raised yet.
+func unfenced(first, last, archived, written uint64) bool {
+	return last < written || first > archived+1
 }
 
 func (pi *partInfos) run(ctx context.Context, every time.Duration) {
